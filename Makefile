@@ -1,0 +1,55 @@
+# Sandman's entry points. `make demo` and `make test` are the README's two set-up commands:
+# each installs what it needs (apt packages, a project-owned virtualenv) and then runs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+APT_PACKAGES := bubblewrap busybox-static
+BUNDLE_DIR := build/daemon-bundle
+
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon clean
+
+demo: system-deps $(STAMP)
+	$(BIN)/sandman demo
+
+test: system-deps $(STAMP) lint typecheck imports pytest
+
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo ">> installing Debian packages:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "need root (or sudo) to apt-get install:$$missing" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+imports: $(STAMP)
+	$(BIN)/lint-imports
+
+pytest: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+bundle: $(STAMP)
+	$(BIN)/python -m daemon.sandbox.bundle build --out $(BUNDLE_DIR)
+
+bench-daemon: system-deps $(STAMP)
+	$(BIN)/python -m daemon.sandbox.bench
+
+clean:
+	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info

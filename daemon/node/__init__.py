@@ -1,0 +1,1 @@
+"""The node agent (DaemonSet): pre-pulls task images through CRI. Not built yet."""

@@ -1,0 +1,79 @@
+"""Suite-wide test policy: asyncio via the anyio plugin, and no leaks.
+
+Every test is checked for two kinds of leak, because both hide real bugs in a system made of
+long-running processes:
+
+- asyncio tasks still pending when an async test ends (a background task nobody awaited);
+- child processes (or zombies) of the test process that outlive the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import psutil
+import pytest
+
+LEAK_GRACE_S = 3.0
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("anyio") and isinstance(item, pytest.Function):
+            item.fixturenames.insert(0, "_no_leaked_tasks")
+
+
+@pytest.fixture
+async def _no_leaked_tasks() -> AsyncIterator[None]:
+    before = set(asyncio.all_tasks())
+    yield
+    deadline = time.monotonic() + LEAK_GRACE_S
+    while True:
+        current = asyncio.current_task()
+        leaked = [t for t in asyncio.all_tasks() - before if t is not current and not t.done()]
+        if not leaked or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.02)
+    for task in leaked:
+        task.cancel()
+    if leaked:
+        pytest.fail(f"test leaked {len(leaked)} asyncio task(s): {leaked!r}")
+
+
+def _children() -> dict[int, str]:
+    out: dict[int, str] = {}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            out[child.pid] = " ".join(child.cmdline()) or child.name()
+        except psutil.Error:
+            out[child.pid] = "?"
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_processes() -> Iterator[None]:
+    before = set(_children())
+    yield
+    deadline = time.monotonic() + LEAK_GRACE_S
+    while True:
+        leaked = {pid: cmd for pid, cmd in _children().items() if pid not in before}
+        if not leaked or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    for pid in leaked:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, os.WNOHANG)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    if leaked:
+        pytest.fail(f"test leaked {len(leaked)} child process(es): {leaked}")
