@@ -1,0 +1,89 @@
+"""Command line of the sandbox daemon: ``sandman-daemon`` / ``python -m daemon.sandbox``.
+
+The token comes from ``SANDMAN_TOKEN`` or a file (``--token-file`` / ``SANDMAN_TOKEN_FILE``,
+e.g. a mounted Secret); the daemon refuses to start without one. It prints one line
+``sandman-daemon listening on HOST:PORT`` once it accepts connections (``--port 0`` picks a
+free port, which is how tests and simcluster's process mode learn it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from .server import SandboxDaemon
+from .settings import DaemonSettings
+
+__all__ = ["main", "parse_settings"]
+
+
+def _read_token(args: argparse.Namespace) -> str:
+    path = args.token_file or os.environ.get("SANDMAN_TOKEN_FILE")
+    if path:
+        with open(path) as handle:
+            return handle.read().strip()
+    return os.environ.get("SANDMAN_TOKEN", "").strip()
+
+
+def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
+    parser = argparse.ArgumentParser(prog="sandman-daemon", description=__doc__)
+    env = os.environ.get
+    parser.add_argument("--host", default=env("SANDMAN_HOST", "0.0.0.0"))
+    parser.add_argument("--port", type=int, default=int(env("SANDMAN_PORT", "8790")))
+    parser.add_argument("--token-file", default=None)
+    parser.add_argument("--workdir", default=env("SANDMAN_WORKDIR"))
+    parser.add_argument("--run-dir", default=env("SANDMAN_RUN_DIR"))
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=float(env("SANDMAN_IDLE_TIMEOUT", "0")) or None,
+        help="exit cleanly after this many seconds without an API call (0: never)",
+    )
+    defaults = DaemonSettings(token="-")
+    parser.add_argument("--max-concurrent-execs", type=int, default=defaults.max_concurrent_execs)
+    parser.add_argument("--max-json-body-bytes", type=int, default=defaults.max_json_body_bytes)
+    parser.add_argument("--max-upload-bytes", type=int, default=defaults.max_upload_bytes)
+    parser.add_argument("--log-level", default=env("SANDMAN_LOG_LEVEL", "INFO"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    token = _read_token(args)
+    if not token:
+        parser.error("no token: set SANDMAN_TOKEN or SANDMAN_TOKEN_FILE (or --token-file)")
+    return DaemonSettings(
+        token=token,
+        host=args.host,
+        port=args.port,
+        workdir=args.workdir,
+        run_dir=args.run_dir,
+        idle_timeout_s=args.idle_timeout,
+        max_concurrent_execs=args.max_concurrent_execs,
+        max_json_body_bytes=args.max_json_body_bytes,
+        max_upload_bytes=args.max_upload_bytes,
+    )
+
+
+async def _run(settings: DaemonSettings) -> None:
+    daemon = SandboxDaemon(settings)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, daemon.stopping.set)
+    port = await daemon.start()
+    print(f"sandman-daemon listening on {settings.host}:{port}", flush=True)
+    await daemon.serve_until_stopped()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = parse_settings(argv)
+    # Tokens must not leak into the task's processes through the environment.
+    os.environ.pop("SANDMAN_TOKEN", None)
+    asyncio.run(_run(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

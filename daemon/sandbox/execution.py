@@ -1,0 +1,344 @@
+"""One-shot command execution: run to completion (or stream), with timeouts and interrupts.
+
+Each exec runs in its own process group. On timeout the whole group gets SIGTERM, then SIGKILL
+after the grace, so a command cannot outlive its timeout through its children. A command that
+exits normally while children it backgrounded keep running leaves them alone (tool calls like
+``server &`` are meant to persist); the daemon stops reading their output shortly after the
+command itself has exited, so a backgrounded child never holds a response open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import BadRequest, Conflict, NotFound, TooManyRequests
+from .models import Blob, Encoding, ExecEvent, ExecRequest, ExecResult, Output, encode
+from .output import HeadCapture, PipeReader, StreamDecoder
+from .settings import DaemonSettings
+from .supervisor import Child, Supervisor, child_environment, signal_name
+
+__all__ = ["ExecManager", "decode_blob", "resolve_argv"]
+
+STREAM_QUEUE_CHUNKS = 64
+
+
+def decode_blob(blob: Blob | None) -> bytes | None:
+    if blob is None:
+        return None
+    if blob.encoding == "utf-8":
+        return blob.data.encode()
+    try:
+        return base64.b64decode(blob.data, validate=True)
+    except binascii.Error as exc:
+        raise BadRequest(f"stdin is not valid base64: {exc}", reason="invalid_base64") from exc
+
+
+def resolve_argv(argv: list[str] | None, command: str | None, shell: str) -> list[str]:
+    if (argv is None) == (command is None):
+        raise BadRequest("give exactly one of 'argv' and 'command'", reason="invalid_command")
+    if argv is not None:
+        if not argv or not argv[0]:
+            raise BadRequest("'argv' must name a program", reason="invalid_command")
+        if any("\0" in a for a in argv):
+            raise BadRequest("NUL byte in 'argv'", reason="invalid_command")
+        return argv
+    assert command is not None
+    if "\0" in command:
+        raise BadRequest("NUL byte in 'command'", reason="invalid_command")
+    return [shell, "-c", command]
+
+
+def _spawn_error_result(exec_id: str, exc: OSError, started: float) -> ExecResult:
+    empty = Output(data="", encoding="utf-8", truncated=False, total_bytes=0)
+    code = 127 if isinstance(exc, FileNotFoundError) else 126
+    return ExecResult(
+        id=exec_id,
+        exit_code=code,
+        signal=None,
+        timed_out=False,
+        interrupted=False,
+        duration_s=round(time.monotonic() - started, 6),
+        stdout=empty,
+        stderr=empty,
+        spawn_error=f"{type(exc).__name__}: {exc}",
+    )
+
+
+@dataclass(slots=True)
+class _Running:
+    """State of one exec while it runs."""
+
+    id: str
+    child: Child
+    started: float
+    stdout: HeadCapture
+    stderr: HeadCapture
+    interrupted: bool = False
+    timed_out: bool = False
+    readers: list[PipeReader] = field(default_factory=list)
+    stdin_task: asyncio.Task[None] | None = None
+
+
+class ExecManager:
+    def __init__(self, settings: DaemonSettings, supervisor: Supervisor) -> None:
+        self._settings = settings
+        self._supervisor = supervisor
+        self._running: dict[str, _Running] = {}
+        self._active = 0
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    # -- admission -------------------------------------------------------------------------
+
+    def check_capacity(self) -> None:
+        cap = self._settings.max_concurrent_execs
+        if self._active >= cap:
+            raise TooManyRequests(
+                f"{self._active} commands already running (cap {cap})", reason="too_many_execs"
+            )
+
+    def acquire(self) -> None:
+        """Take a slot under the concurrent-command cap (shared with session commands)."""
+        self.check_capacity()
+        self._active += 1
+
+    def release(self) -> None:
+        self._active -= 1
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+    def _output_cap(self, requested: int | None) -> int:
+        cap = self._settings.default_output_bytes if requested is None else requested
+        limit = self._settings.max_output_bytes
+        if cap > limit:
+            raise BadRequest(
+                f"max_output_bytes {cap} exceeds the daemon's cap {limit}",
+                reason="output_cap_too_large",
+            )
+        return cap
+
+    # -- run -------------------------------------------------------------------------------
+
+    async def run(self, request: ExecRequest) -> ExecResult:
+        with self.slot():
+            state_or_result = self._start(request, on_chunk=None)
+            if isinstance(state_or_result, ExecResult):
+                return state_or_result
+            return await self._finish(state_or_result, request)
+
+    def stream(self, request: ExecRequest) -> AsyncIterator[bytes]:
+        """NDJSON lines: start, stdout/stderr chunks as they come, then exit."""
+        exec_id = self._new_id(request.id)
+        self.check_capacity()  # admission is decided before the 200 response starts
+        return self._stream_events(request, exec_id)
+
+    async def _stream_events(self, request: ExecRequest, exec_id: str) -> AsyncIterator[bytes]:
+        queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+        decoders = {"stdout": StreamDecoder(), "stderr": StreamDecoder()}
+        self._active += 1
+        try:
+            started = self._start(request, lambda s, b: queue.put_nowait((s, b)), exec_id)
+            yield encode(ExecEvent(event="start", id=exec_id)) + b"\n"
+            if isinstance(started, ExecResult):
+                yield encode(ExecEvent(event="exit", result=started)) + b"\n"
+                return
+            finish = asyncio.ensure_future(self._finish(started, request))
+            try:
+                async for line in self._drain_queue(queue, decoders, started, finish):
+                    yield line
+                result = await finish
+            finally:
+                if not finish.done():  # the client went away mid-stream: stop the command
+                    started.child.signal_group(signal.SIGKILL)
+                    finish.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await finish
+            yield encode(ExecEvent(event="exit", result=result)) + b"\n"
+        finally:
+            self.release()
+
+    async def _drain_queue(
+        self,
+        queue: asyncio.Queue[tuple[str, bytes]],
+        decoders: dict[str, StreamDecoder],
+        state: _Running,
+        finish: asyncio.Future[ExecResult],
+    ) -> AsyncIterator[bytes]:
+        while not (finish.done() and queue.empty()):
+            if queue.qsize() > STREAM_QUEUE_CHUNKS:
+                for reader in state.readers:
+                    reader.pause()
+            getter = asyncio.ensure_future(queue.get())
+            waiters: set[asyncio.Future[Any]] = {getter, finish}
+            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            if getter not in done:
+                getter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await getter
+                continue
+            stream, chunk = getter.result()
+            if queue.qsize() <= STREAM_QUEUE_CHUNKS // 2:
+                for reader in state.readers:
+                    reader.resume()
+            line = _chunk_event(stream, decoders[stream].encode(chunk))
+            if line:
+                yield line
+        for stream, decoder in decoders.items():
+            line = _chunk_event(stream, decoder.encode(b"", final=True))
+            if line:
+                yield line
+
+    def _new_id(self, requested: str | None) -> str:
+        exec_id = requested or f"x-{secrets.token_hex(6)}"
+        if exec_id in self._running:
+            raise Conflict(
+                f"an exec with id {exec_id!r} is already running", reason="exec_id_in_use"
+            )
+        return exec_id
+
+    def _start(
+        self,
+        request: ExecRequest,
+        on_chunk: Callable[[str, bytes], None] | None,
+        exec_id: str | None = None,
+    ) -> _Running | ExecResult:
+        exec_id = exec_id or self._new_id(request.id)
+        argv = resolve_argv(request.argv, request.command, request.shell)
+        stdin = decode_blob(request.stdin)
+        cap = self._output_cap(request.max_output_bytes)
+        env = child_environment(os.environ, request.env)
+        started = time.monotonic()
+        try:
+            child = self._supervisor.spawn(
+                argv,
+                cwd=request.cwd or self._settings.workdir,
+                env=env,
+                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            return _spawn_error_result(exec_id, exc, started)
+        state = _Running(exec_id, child, started, HeadCapture(cap), HeadCapture(cap))
+        self._attach_pipes(state, on_chunk)
+        if stdin:
+            state.stdin_task = asyncio.ensure_future(_feed_stdin(child, stdin))
+        self._running[exec_id] = state
+        return state
+
+    @staticmethod
+    def _attach_pipes(state: _Running, on_chunk: Callable[[str, bytes], None] | None) -> None:
+        popen = state.child.popen
+        for name, pipe, capture in (
+            ("stdout", popen.stdout, state.stdout),
+            ("stderr", popen.stderr, state.stderr),
+        ):
+            assert pipe is not None
+            fd = os.dup(pipe.fileno())
+            pipe.close()
+
+            def sink(data: bytes, name: str = name, capture: HeadCapture = capture) -> None:
+                room = capture.room
+                capture.feed(data)
+                if on_chunk is not None and room > 0:
+                    on_chunk(name, data[:room])
+
+            state.readers.append(PipeReader(fd, sink))
+
+    async def _finish(self, state: _Running, request: ExecRequest) -> ExecResult:
+        try:
+            try:
+                code = await asyncio.wait_for(state.child.wait(), request.timeout_s)
+            except TimeoutError:
+                state.timed_out = True
+                await state.child.terminate_group(request.kill_grace_s)
+                code = await state.child.wait()
+            await self._drain(state)
+        finally:
+            self._running.pop(state.id, None)
+            if state.stdin_task is not None:
+                state.stdin_task.cancel()
+            for reader in state.readers:
+                reader.detach()  # children it left running keep writing into a drained pipe
+        return ExecResult(
+            id=state.id,
+            exit_code=code if code >= 0 else None,
+            signal=signal_name(-code) if code < 0 else None,
+            timed_out=state.timed_out,
+            interrupted=state.interrupted,
+            duration_s=round(time.monotonic() - state.started, 6),
+            stdout=state.stdout.output(),
+            stderr=state.stderr.output(),
+        )
+
+    async def _drain(self, state: _Running) -> None:
+        closed = [r.closed for r in state.readers]
+        for reader in state.readers:
+            reader.resume()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*closed), self._settings.stream_drain_s)
+
+    # -- control ---------------------------------------------------------------------------
+
+    async def stop_all(self) -> None:
+        """Kill every running exec's process group (daemon shutdown)."""
+        for state in list(self._running.values()):
+            state.child.signal_group(signal.SIGKILL)
+
+    def signal(self, exec_id: str, signum: signal.Signals) -> None:
+        state = self._running.get(exec_id)
+        if state is None:
+            raise NotFound(f"no running exec with id {exec_id!r}", reason="exec_not_found")
+        state.interrupted = True
+        state.child.signal_group(signum)
+
+
+def _chunk_event(stream: str, encoded: tuple[str, Encoding] | None) -> bytes:
+    if encoded is None:
+        return b""
+    text, encoding = encoded
+    event = ExecEvent(event=stream, data=text, encoding=encoding)  # type: ignore[arg-type]
+    return encode(event) + b"\n"
+
+
+async def _feed_stdin(child: Child, data: bytes) -> None:
+    pipe = child.popen.stdin
+    assert pipe is not None
+    fd = os.dup(pipe.fileno())
+    pipe.close()
+    os.set_blocking(fd, False)
+    loop = asyncio.get_running_loop()
+    view = memoryview(data)
+    try:
+        while view:
+            try:
+                written = os.write(fd, view[:65536])
+                view = view[written:]
+            except BlockingIOError:
+                ready = loop.create_future()
+                loop.add_writer(fd, ready.set_result, None)
+                try:
+                    await ready
+                finally:
+                    loop.remove_writer(fd)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the command stopped reading: not an error of the exec
+    finally:
+        os.close(fd)

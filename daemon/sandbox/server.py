@@ -1,0 +1,345 @@
+"""The sandbox daemon: the HTTP API of one sandbox, wired to its managers.
+
+One ``SandboxDaemon`` per container. It authenticates every ``/v1`` call with the sandbox's
+bearer token (constant-time compare), tracks activity for the idle timeout, and on shutdown
+(SIGTERM, idle timeout) stops every process it started before returning, so the container
+ends cleanly and the pod reports ``Succeeded``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import msgspec
+
+from . import __version__
+from .errors import BadRequest, Unauthorized
+from .execution import ExecManager
+from .files import FileService
+from .http import HttpServer, Request, Response, Router
+from .models import (
+    DaemonInfo,
+    ExecRequest,
+    MoveRequest,
+    ProcessList,
+    ProcessStartRequest,
+    ProcessWaitRequest,
+    SessionCreateRequest,
+    SessionList,
+    SessionRunRequest,
+    SignalRequest,
+    encode,
+)
+from .processes import ProcessManager
+from .sessions import SessionManager
+from .settings import DaemonSettings
+from .supervisor import Supervisor, parse_signal
+from .sysinfo import CgroupReader
+
+__all__ = ["SandboxDaemon"]
+
+log = logging.getLogger("sandman.daemon")
+T = TypeVar("T")
+NDJSON = "application/x-ndjson"
+OCTETS = "application/octet-stream"
+
+
+def _json(value: object, status: int = 200) -> Response:
+    return Response(status, encode(value))
+
+
+def _query_int(request: Request, name: str, default: int | None = None) -> int | None:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw, 8) if name == "mode" else int(raw)
+    except ValueError as exc:
+        raise BadRequest(
+            f"query parameter {name!r} must be an integer", reason="invalid_query"
+        ) from exc
+
+
+def _query_bool(request: Request, name: str, default: bool = False) -> bool:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    if raw.lower() in ("1", "true", "yes", ""):
+        return True
+    if raw.lower() in ("0", "false", "no"):
+        return False
+    raise BadRequest(f"query parameter {name!r} must be a boolean", reason="invalid_query")
+
+
+class SandboxDaemon:
+    def __init__(self, settings: DaemonSettings) -> None:
+        self.settings = settings
+        self.supervisor = Supervisor()
+        self.execs = ExecManager(settings, self.supervisor)
+        self.sessions = SessionManager(settings, self.supervisor)
+        self.processes = ProcessManager(settings, self.supervisor)
+        self.files = FileService(settings.workdir, settings.max_dir_entries)
+        self.cgroups = CgroupReader()
+        self.router = self._routes()
+        self._http = HttpServer(self._handle)
+        self._token = settings.token.encode()
+        self._started = time.monotonic()
+        self._last_activity = time.monotonic()
+        self._in_flight = 0
+        self.stopping = asyncio.Event()
+        self.port: int | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> int:
+        self.supervisor.install()
+        self.port = await self._http.start(self.settings.host, self.settings.port)
+        return self.port
+
+    async def serve_until_stopped(self) -> None:
+        watchdog = asyncio.ensure_future(self._idle_watchdog())
+        try:
+            await self.stopping.wait()
+        finally:
+            watchdog.cancel()
+            await asyncio.gather(watchdog, return_exceptions=True)
+            await self.shutdown()
+
+    async def shutdown(self) -> None:
+        await self._http.close()
+        await self.sessions.close_all()
+        await self.processes.stop_all()
+        await self.execs.stop_all()
+        await self.supervisor.stop_all(self.settings.shutdown_grace_s)
+        self.supervisor.uninstall()
+
+    async def _idle_watchdog(self) -> None:
+        limit = self.settings.idle_timeout_s
+        if limit is None:
+            return
+        while True:
+            await asyncio.sleep(min(1.0, limit / 4))
+            if self._in_flight == 0 and self.idle_s() >= limit:
+                log.info("idle for %.1f s (limit %.1f s): exiting", self.idle_s(), limit)
+                self.stopping.set()
+                return
+
+    def idle_s(self) -> float:
+        return 0.0 if self._in_flight else time.monotonic() - self._last_activity
+
+    # -- request pipeline ------------------------------------------------------------------
+
+    async def _handle(self, request: Request) -> Response:
+        if request.path == "/healthz":
+            return Response(200, b'{"status":"ok"}')
+        self._authenticate(request)
+        handler, request.path_params = self.router.resolve(request.method, request.path)
+        self._in_flight += 1
+        try:
+            response = await handler(request)
+        finally:
+            self._in_flight -= 1
+            self._last_activity = time.monotonic()
+        if not isinstance(response.body, bytes):
+            response.body = self._track_stream(response.body)
+        return response
+
+    async def _track_stream(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """A streamed response counts as activity until its last chunk."""
+        self._in_flight += 1
+        try:
+            async for chunk in body:
+                yield chunk
+        finally:
+            self._in_flight -= 1
+            self._last_activity = time.monotonic()
+
+    def _authenticate(self, request: Request) -> None:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise Unauthorized("missing bearer token", reason="missing_token")
+        if not hmac.compare_digest(token.strip().encode(), self._token):
+            raise Unauthorized("invalid bearer token", reason="invalid_token")
+
+    async def _body(self, request: Request, model: type[T]) -> T:
+        raw = await request.read_body(self.settings.max_json_body_bytes)
+        try:
+            return msgspec.json.decode(raw or b"{}", type=model)
+        except msgspec.ValidationError as exc:
+            raise BadRequest(str(exc), reason="invalid_request") from exc
+        except msgspec.DecodeError as exc:
+            raise BadRequest(f"body is not valid JSON: {exc}", reason="invalid_json") from exc
+
+    def _routes(self) -> Router:
+        router = Router()
+        routes: list[tuple[str, str, Callable[[Request], Awaitable[Response]]]] = [
+            ("GET", "/v1/info", self._info),
+            ("POST", "/v1/exec", self._exec),
+            ("POST", "/v1/exec/stream", self._exec_stream),
+            ("POST", "/v1/exec/{id}/signal", self._exec_signal),
+            ("GET", "/v1/sessions", self._session_list),
+            ("POST", "/v1/sessions", self._session_create),
+            ("POST", "/v1/sessions/{name}/run", self._session_run),
+            ("DELETE", "/v1/sessions/{name}", self._session_close),
+            ("GET", "/v1/processes", self._process_list),
+            ("POST", "/v1/processes", self._process_start),
+            ("GET", "/v1/processes/{id}", self._process_get),
+            ("GET", "/v1/processes/{id}/output", self._process_output),
+            ("POST", "/v1/processes/{id}/signal", self._process_signal),
+            ("POST", "/v1/processes/{id}/wait", self._process_wait),
+            ("DELETE", "/v1/processes/{id}", self._process_remove),
+            ("GET", "/v1/files", self._file_read),
+            ("PUT", "/v1/files", self._file_write),
+            ("DELETE", "/v1/files", self._file_remove),
+            ("GET", "/v1/files/stat", self._file_stat),
+            ("GET", "/v1/files/list", self._file_list),
+            ("POST", "/v1/files/move", self._file_move),
+            ("GET", "/v1/files/archive", self._archive_download),
+            ("PUT", "/v1/files/archive", self._archive_upload),
+        ]
+        for method, template, handler in routes:
+            router.add(method, template, handler)
+        return router
+
+    # -- handlers: info and exec -----------------------------------------------------------
+
+    async def _info(self, request: Request) -> Response:
+        return _json(
+            DaemonInfo(
+                version=__version__,
+                pid=os.getpid(),
+                is_pid1=os.getpid() == 1,
+                uptime_s=round(time.monotonic() - self._started, 3),
+                idle_s=round(self.idle_s(), 3),
+                idle_timeout_s=self.settings.idle_timeout_s,
+                running_execs=self.execs.running,
+                sessions=len(self.sessions),
+                processes=len(self.processes),
+                orphans_reaped=self.supervisor.orphans_reaped,
+                limits=self.cgroups.limits(),
+                usage=self.cgroups.usage(),
+            )
+        )
+
+    async def _exec(self, request: Request) -> Response:
+        result = await self.execs.run(await self._body(request, ExecRequest))
+        return _json(result)
+
+    async def _exec_stream(self, request: Request) -> Response:
+        stream = self.execs.stream(await self._body(request, ExecRequest))
+        return Response(200, stream, content_type=NDJSON)
+
+    async def _signal(self, request: Request) -> SignalRequest:
+        body = await self._body(request, SignalRequest)
+        try:
+            parse_signal(body.signal)
+        except (KeyError, ValueError) as exc:
+            raise BadRequest(f"unknown signal {body.signal!r}", reason="invalid_signal") from exc
+        return body
+
+    async def _exec_signal(self, request: Request) -> Response:
+        body = await self._signal(request)
+        self.execs.signal(request.path_params["id"], parse_signal(body.signal))
+        return _json({"id": request.path_params["id"], "signal": parse_signal(body.signal).name})
+
+    # -- handlers: sessions ----------------------------------------------------------------
+
+    async def _session_list(self, request: Request) -> Response:
+        return _json(SessionList(sessions=self.sessions.list()))
+
+    async def _session_create(self, request: Request) -> Response:
+        info = await self.sessions.create(await self._body(request, SessionCreateRequest))
+        return _json(info, 201)
+
+    async def _session_run(self, request: Request) -> Response:
+        body = await self._body(request, SessionRunRequest)
+        with self.execs.slot():
+            result = await self.sessions.run(request.path_params["name"], body)
+        return _json(result)
+
+    async def _session_close(self, request: Request) -> Response:
+        await self.sessions.close(request.path_params["name"])
+        return Response(204)
+
+    # -- handlers: background processes ----------------------------------------------------
+
+    async def _process_list(self, request: Request) -> Response:
+        return _json(ProcessList(processes=self.processes.list()))
+
+    async def _process_start(self, request: Request) -> Response:
+        info = self.processes.start(await self._body(request, ProcessStartRequest))
+        return _json(info, 201)
+
+    async def _process_get(self, request: Request) -> Response:
+        return _json(self.processes.get(request.path_params["id"]).info())
+
+    async def _process_output(self, request: Request) -> Response:
+        tail = _query_int(request, "tail_bytes")
+        return _json(self.processes.output(request.path_params["id"], tail))
+
+    async def _process_signal(self, request: Request) -> Response:
+        body = await self._signal(request)
+        return _json(self.processes.signal(request.path_params["id"], parse_signal(body.signal)))
+
+    async def _process_wait(self, request: Request) -> Response:
+        body = await self._body(request, ProcessWaitRequest)
+        return _json(await self.processes.wait(request.path_params["id"], body.timeout_s))
+
+    async def _process_remove(self, request: Request) -> Response:
+        return _json(await self.processes.remove(request.path_params["id"]))
+
+    # -- handlers: files -------------------------------------------------------------------
+
+    async def _file_read(self, request: Request) -> Response:
+        offset = _query_int(request, "offset", 0) or 0
+        count, chunks = self.files.open_read(
+            request.query.get("path", ""), offset, _query_int(request, "length")
+        )
+
+        async def body() -> AsyncIterator[bytes]:
+            try:
+                for chunk in chunks:
+                    yield chunk
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()
+
+        return Response(200, body(), OCTETS, [("x-sandman-bytes", str(count))])
+
+    async def _file_write(self, request: Request) -> Response:
+        chunks = request.body_chunks(self.settings.max_upload_bytes)
+        stat = await self.files.write(
+            request.query.get("path", ""),
+            chunks,
+            _query_int(request, "mode"),
+            _query_bool(request, "parents", True),
+        )
+        return _json(stat)
+
+    async def _file_remove(self, request: Request) -> Response:
+        self.files.remove(request.query.get("path", ""), _query_bool(request, "recursive"))
+        return Response(204)
+
+    async def _file_stat(self, request: Request) -> Response:
+        return _json(self.files.stat(request.query.get("path", "")))
+
+    async def _file_list(self, request: Request) -> Response:
+        return _json(self.files.list(request.query.get("path", "")))
+
+    async def _file_move(self, request: Request) -> Response:
+        return _json(self.files.move(await self._body(request, MoveRequest)))
+
+    async def _archive_download(self, request: Request) -> Response:
+        return Response(200, self.files.archive(request.query.get("path", "")), "application/x-tar")
+
+    async def _archive_upload(self, request: Request) -> Response:
+        chunks = request.body_chunks(self.settings.max_upload_bytes)
+        return _json(await self.files.extract(request.query.get("path", ""), chunks))

@@ -1,0 +1,38 @@
+"""Settings of one sandbox daemon: every limit in one frozen object, passed down explicitly.
+
+Defaults suit a tiny sandbox (250m CPU / 512 MiB): bounded memory however much a command
+prints, a bounded number of concurrent commands, and caps on request bodies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DaemonSettings"]
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSettings:
+    token: str
+    host: str = "0.0.0.0"
+    port: int = 8790
+    workdir: str | None = None
+    """Directory relative file paths resolve against (default: the daemon's cwd)."""
+    run_dir: str | None = None
+    """Scratch directory for session command files (default: first writable of a few)."""
+    idle_timeout_s: float | None = None
+    """Exit cleanly after this long without an API call (None: never)."""
+    max_json_body_bytes: int = 16 * MiB
+    max_upload_bytes: int = 1024 * MiB
+    max_concurrent_execs: int = 64
+    default_output_bytes: int = 1 * MiB
+    max_output_bytes: int = 16 * MiB
+    process_tail_bytes: int = 256 * 1024
+    max_processes: int = 256
+    max_sessions: int = 32
+    max_dir_entries: int = 10_000
+    stream_drain_s: float = 0.25
+    """After a command exits, how long to keep reading output its children still write."""
+    shutdown_grace_s: float = 2.0

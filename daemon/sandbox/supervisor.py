@@ -1,0 +1,192 @@
+"""Child processes of the daemon: spawn, reap, signal.
+
+The daemon is PID 1 of its container, so it must reap every zombie in the container, not only
+its own children: orphans are re-parented to it. asyncio's child watchers wait for specific
+pids and would leave orphans as zombies, so the supervisor owns *all* reaping: one SIGCHLD
+handler calls ``waitpid(-1, WNOHANG)`` until nothing is left, resolves the future of each child
+it started and counts the rest as reaped orphans. Outside a container (simcluster's process
+mode, tests) the daemon marks itself a child subreaper so it plays the same role for the
+processes it started.
+
+Every command runs in its own session (and so its own process group), so a timeout or an
+interrupt can signal the command *and everything it started* with one ``killpg``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = ["Child", "Supervisor", "parse_signal", "signal_name"]
+
+PR_SET_CHILD_SUBREAPER = 36
+# Variables a PyInstaller bundle may set for itself; never handed to task processes.
+BUNDLE_ENV_PREFIXES = ("_PYI_", "_MEIPASS")
+BUNDLE_ENV_RESTORE = ("LD_LIBRARY_PATH",)
+
+
+def parse_signal(name: str) -> signal.Signals:
+    """``"INT"``, ``"SIGINT"`` or ``"2"`` -> ``signal.SIGINT``; ValueError if unknown."""
+    if name.isdigit():
+        return signal.Signals(int(name))
+    upper = name.upper()
+    return signal.Signals[upper if upper.startswith("SIG") else f"SIG{upper}"]
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return str(signum)
+
+
+def child_environment(base: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
+    """The environment for task processes: the daemon's own, minus bundle internals."""
+    env = {k: v for k, v in base.items() if not k.startswith(BUNDLE_ENV_PREFIXES)}
+    for key in BUNDLE_ENV_RESTORE:
+        original = env.pop(f"{key}_ORIG", None)
+        if original is not None:
+            env[key] = original
+        elif f"_PYI_{key}" in base or "_MEIPASS2" in base:
+            env.pop(key, None)
+    env.update(overrides)
+    return env
+
+
+@dataclass(slots=True)
+class Child:
+    """A process the supervisor started; ``exit_status`` is ``os.waitstatus_to_exitcode``."""
+
+    popen: subprocess.Popen[bytes]
+    exited: asyncio.Future[int] = field(repr=False)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def running(self) -> bool:
+        return not self.exited.done()
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self.exited)
+
+    def signal_group(self, signum: int) -> bool:
+        """Signal the child's whole process group; False if it is already gone."""
+        try:
+            os.killpg(self.popen.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    async def terminate_group(self, grace_s: float) -> None:
+        """TERM the group, then KILL it after ``grace_s``; returns once the child is reaped."""
+        if self.signal_group(signal.SIGTERM) and grace_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wait(), grace_s)
+        self.signal_group(signal.SIGKILL)
+        await self.wait()
+
+
+class Supervisor:
+    """Starts children and reaps every process that dies under the daemon."""
+
+    def __init__(self) -> None:
+        self._children: dict[int, Child] = {}
+        self.orphans_reaped = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def install(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_signal_handler(signal.SIGCHLD, self.reap)
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        self.reap()  # anything that died before the handler was installed
+
+    def uninstall(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_signal_handler(signal.SIGCHLD)
+            self._loop = None
+
+    @property
+    def children(self) -> list[Child]:
+        return list(self._children.values())
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None,
+        env: Mapping[str, str],
+        stdin: int | None = subprocess.DEVNULL,
+        stdout: int | None = subprocess.PIPE,
+        stderr: int | None = subprocess.PIPE,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> Child:
+        """Start ``argv`` in a new session. Raises OSError (e.g. ENOENT) if it cannot start."""
+        loop = asyncio.get_running_loop()
+        popen = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=preexec_fn is None,
+            preexec_fn=preexec_fn,
+            close_fds=True,
+        )
+        # Registered before any SIGCHLD callback can run: handlers run as loop callbacks.
+        child = Child(popen, loop.create_future())
+        self._children[popen.pid] = child
+        return child
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            code = os.waitstatus_to_exitcode(status)
+            child = self._children.pop(pid, None)
+            if child is None:
+                self.orphans_reaped += 1
+                continue
+            child.popen.returncode = code
+            if not child.exited.done():
+                child.exited.set_result(code)
+
+    async def stop_all(self, grace_s: float) -> None:
+        """TERM every child's group, KILL after the grace; also kill adopted orphans."""
+        children = list(self._children.values())
+        await asyncio.gather(*(c.terminate_group(grace_s) for c in children))
+        for pid in _adopted_children():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.reap()
+
+
+def _adopted_children() -> list[int]:
+    """Pids whose parent is this process (orphans we adopted as subreaper)."""
+    me = str(os.getpid())
+    pids: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1].decode() == me:
+            pids.append(int(entry))
+    return pids

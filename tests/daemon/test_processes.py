@@ -1,0 +1,68 @@
+"""Background processes against a real daemon: lifecycle, bounded output, signals."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from daemon.sandbox.client import DaemonAPIError, SandboxClient
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_start_poll_wait(client: SandboxClient) -> None:
+    info = await client.start_process(
+        command="for i in 1 2 3; do echo line $i; sleep 0.1; done; exit 4", name="loop"
+    )
+    assert info.running and info.name == "loop"
+    listed = await client.list_processes()
+    assert [p.id for p in listed.processes] == [info.id]
+    done = await client.wait_process(info.id, timeout_s=10)
+    assert (done.running, done.exit_code) == (False, 4)
+    output = await client.process_output(info.id)
+    assert output.stdout.data == "line 1\nline 2\nline 3\n"
+    tail = await client.process_output(info.id, tail_bytes=7)
+    assert tail.stdout.data == "line 3\n"
+    assert tail.stdout.truncated
+    await client.remove_process(info.id)
+    with pytest.raises(DaemonAPIError) as gone:
+        await client.process(info.id)
+    assert gone.value.reason == "process_not_found"
+
+
+async def test_signal_and_wait_timeout(client: SandboxClient) -> None:
+    info = await client.start_process(argv=["sleep", "60"])
+    still = await client.wait_process(info.id, timeout_s=0.2)
+    assert still.running
+    await client.signal_process(info.id, "TERM")
+    done = await client.wait_process(info.id, timeout_s=10)
+    assert (done.running, done.signal) == (False, "SIGTERM")
+    await client.remove_process(info.id)
+
+
+async def test_chatty_process_keeps_only_its_tail(client: SandboxClient) -> None:
+    info = await client.start_process(command="seq 1 200000; echo END")
+    await client.wait_process(info.id, timeout_s=20)
+    output = await client.process_output(info.id)
+    assert output.stdout.data.endswith("200000\nEND\n")
+    assert output.stdout.total_bytes > len(output.stdout.data.encode())
+    assert len(output.stdout.data) <= 256 * 1024
+    await client.remove_process(info.id)
+
+
+async def test_remove_stops_a_running_process(client: SandboxClient) -> None:
+    info = await client.start_process(command="trap '' TERM; sleep 60")
+    await asyncio.sleep(0.2)
+    removed = await client.remove_process(info.id)
+    assert not removed.running
+    assert removed.signal == "SIGKILL"
+
+
+async def test_start_errors(client: SandboxClient) -> None:
+    with pytest.raises(DaemonAPIError) as info:
+        await client.start_process(argv=["/no/such/binary"])
+    assert (info.value.status, info.value.reason) == (400, "spawn_failed")
+    with pytest.raises(DaemonAPIError) as both:
+        await client.start_process(argv=["true"], command="true")
+    assert both.value.reason == "invalid_command"
