@@ -13,12 +13,13 @@ import hmac
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import TypeVar
 
 import msgspec
 
 from . import __version__
+from .api import ROUTES
 from .errors import BadRequest, Unauthorized
 from .execution import ExecManager
 from .files import FileService
@@ -179,33 +180,8 @@ class SandboxDaemon:
 
     def _routes(self) -> Router:
         router = Router()
-        routes: list[tuple[str, str, Callable[[Request], Awaitable[Response]]]] = [
-            ("GET", "/v1/info", self._info),
-            ("POST", "/v1/exec", self._exec),
-            ("POST", "/v1/exec/stream", self._exec_stream),
-            ("POST", "/v1/exec/{id}/signal", self._exec_signal),
-            ("GET", "/v1/sessions", self._session_list),
-            ("POST", "/v1/sessions", self._session_create),
-            ("POST", "/v1/sessions/{name}/run", self._session_run),
-            ("DELETE", "/v1/sessions/{name}", self._session_close),
-            ("GET", "/v1/processes", self._process_list),
-            ("POST", "/v1/processes", self._process_start),
-            ("GET", "/v1/processes/{id}", self._process_get),
-            ("GET", "/v1/processes/{id}/output", self._process_output),
-            ("POST", "/v1/processes/{id}/signal", self._process_signal),
-            ("POST", "/v1/processes/{id}/wait", self._process_wait),
-            ("DELETE", "/v1/processes/{id}", self._process_remove),
-            ("GET", "/v1/files", self._file_read),
-            ("PUT", "/v1/files", self._file_write),
-            ("DELETE", "/v1/files", self._file_remove),
-            ("GET", "/v1/files/stat", self._file_stat),
-            ("GET", "/v1/files/list", self._file_list),
-            ("POST", "/v1/files/move", self._file_move),
-            ("GET", "/v1/files/archive", self._archive_download),
-            ("PUT", "/v1/files/archive", self._archive_upload),
-        ]
-        for method, template, handler in routes:
-            router.add(method, template, handler)
+        for route in ROUTES:
+            router.add(route.method, route.path, getattr(self, route.handler))
         return router
 
     # -- handlers: info and exec -----------------------------------------------------------

@@ -27,7 +27,7 @@ async def test_idle_timeout_exits_cleanly_but_not_mid_command(
     result = await client.exec(argv=["sleep", "1.6"])  # longer than the idle timeout
     assert result.exit_code == 0
     assert daemon.proc.poll() is None
-    assert await eventually(lambda: daemon.proc.poll() is not None, timeout=5)
+    assert await eventually(lambda: daemon.proc.poll() is not None, within_s=5)
     assert daemon.proc.returncode == 0
 
 
@@ -78,8 +78,7 @@ async def test_as_pid_1_in_its_own_pid_namespace(tmp_path: Path) -> None:
         for child in inner:
             child.send_signal(signal.SIGTERM)
         assert daemon.proc.wait(10) == 0
-        assert daemon.proc.stdout is not None
-        daemon.proc.stdout.close()
+        assert daemon.stop() == 0
 
 
 @pytest.fixture
@@ -122,5 +121,3 @@ async def test_fork_bomb_is_contained_and_the_daemon_survives(
             assert after.stdout.data == "alive\n"
     finally:
         assert daemon.stop() == 0
-        assert daemon.proc.stdout is not None
-        daemon.proc.stdout.close()

@@ -1,0 +1,168 @@
+"""Daemon benchmark: ``make bench-daemon`` / ``python -m daemon.sandbox.bench``.
+
+Measures, in one run on one machine (so ratios are meaningful on a noisy shared host):
+
+- exec of ``true`` through the daemon (HTTP round trip, spawn, reap) vs a bare local spawn of
+  ``true`` from this process: p50/p99 of each, the overhead and the ratio;
+- a command round trip in a persistent shell session;
+- 1 MiB file write + read;
+- daemon RSS when idle and after 1,000 execs;
+- time from process start to the first healthy ``/healthz`` (the Python module, and the
+  self-contained bundle inside a busybox rootfs under bubblewrap when ``--bundle`` is given).
+
+Prints progress to stderr and a Markdown table to stdout (the rows BENCHMARKS.md records).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from .client import SandboxClient
+from .launcher import start_local_daemon
+
+__all__ = ["main"]
+
+
+def _progress(message: str) -> None:
+    print(f"[bench-daemon] {message}", file=sys.stderr, flush=True)
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _timed(n: int, call: Callable[[], Awaitable[object]]) -> list[float]:
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        await call()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def _bare_spawn(n: int) -> list[float]:
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        subprocess.run(["true"], check=True)
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def _start_to_healthy_python(runs: int) -> list[float]:
+    samples = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as workdir:
+            daemon = start_local_daemon(workdir)
+            daemon.stop()
+            samples.append(daemon.startup_s * 1000)
+    return samples
+
+
+async def _measure(client: SandboxClient, n: int) -> dict[str, list[float] | float]:
+    out: dict[str, list[float] | float] = {}
+    _progress("warming up")
+    await _timed(50, lambda: client.exec(argv=["true"]))
+    out["rss_idle"] = (await client.info()).usage.daemon_rss_bytes / 2**20
+    _progress(f"exec true via daemon vs bare spawn, {n} each, interleaved in rounds")
+    daemon_ms: list[float] = []
+    bare_ms: list[float] = []
+    for _ in range(10):
+        daemon_ms += await _timed(n // 10, lambda: client.exec(argv=["true"]))
+        bare_ms += _bare_spawn(n // 10)
+    out["exec"], out["bare"] = daemon_ms, bare_ms
+    _progress("session round trips")
+    await client.create_session("bench")
+    out["session"] = await _timed(200, lambda: client.run_in_session("bench", "true"))
+    await client.close_session("bench")
+    _progress("1 MiB write + read")
+    payload = os.urandom(1 << 20)
+
+    async def write_read() -> None:
+        await client.write_file("bench.bin", payload)
+        assert len(await client.read_file("bench.bin")) == len(payload)
+
+    out["file"] = await _timed(100, write_read)
+    out["rss_after"] = (await client.info()).usage.daemon_rss_bytes / 2**20
+    return out
+
+
+def _row(name: str, samples: list[float]) -> str:
+    p50, p99 = statistics.median(samples), _pct(samples, 0.99)
+    return f"| {name} | {p50:.2f} | {p99:.2f} | {len(samples)} |"
+
+
+def _report(results: dict[str, list[float] | float], startup: dict[str, list[float]]) -> str:
+    exec_ms, bare_ms = results["exec"], results["bare"]
+    assert isinstance(exec_ms, list) and isinstance(bare_ms, list)
+    lines = [
+        f"Date {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()} "
+        f"({os.cpu_count()} CPUs, {platform.platform()}), Python {platform.python_version()}",
+        "",
+        "| measurement | p50 ms | p99 ms | n |",
+        "|---|---|---|---|",
+        _row("exec `true` via daemon (HTTP + spawn + reap)", exec_ms),
+        _row("bare local spawn of `true` (subprocess.run)", bare_ms),
+    ]
+    for key, label in (
+        ("session", "session command round trip (`true`)"),
+        ("file", "1 MiB write + read"),
+    ):
+        samples = results[key]
+        assert isinstance(samples, list)
+        lines.append(_row(label, samples))
+    for label, samples in startup.items():
+        lines.append(_row(f"start to healthy: {label}", samples))
+    overhead = statistics.median(exec_ms) - statistics.median(bare_ms)
+    ratio = statistics.median(exec_ms) / statistics.median(bare_ms)
+    lines += [
+        "",
+        f"- exec overhead over a bare spawn: **{overhead:.2f} ms p50** (ratio {ratio:.2f}x)",
+        f"- daemon RSS: **{results['rss_idle']:.1f} MiB idle**, "
+        f"**{results['rss_after']:.1f} MiB after {len(exec_ms) + 50} execs**, "
+        "sessions and file I/O",
+    ]
+    return "\n".join(lines)
+
+
+async def _run(n: int, bundle: str | None, startup_runs: int) -> str:
+    with tempfile.TemporaryDirectory() as workdir:
+        daemon = start_local_daemon(workdir)
+        try:
+            async with SandboxClient(daemon.url, daemon.token) as client:
+                results = await _measure(client, n)
+        finally:
+            daemon.stop()
+    _progress(f"start to healthy, python module, {startup_runs} runs")
+    startup = {"python -m daemon.sandbox": _start_to_healthy_python(startup_runs)}
+    if bundle:
+        from .bundle import measure_start_to_healthy  # type: ignore[attr-defined]
+
+        _progress(f"start to healthy, bundle in busybox rootfs under bwrap, {startup_runs} runs")
+        startup["bundle in busybox rootfs (bwrap)"] = measure_start_to_healthy(bundle, startup_runs)
+    return _report(results, startup)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m daemon.sandbox.bench", description=__doc__)
+    parser.add_argument("--execs", type=int, default=1000)
+    parser.add_argument("--startup-runs", type=int, default=10)
+    parser.add_argument("--bundle", help="a built bundle directory (make bundle)")
+    args = parser.parse_args(argv)
+    print(asyncio.run(_run(args.execs, args.bundle, args.startup_runs)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""Builds the daemon's OpenAPI 3.1 document from the route table and the wire models.
+
+``python -m daemon.sandbox.openapi > docs/openapi/daemon.json`` regenerates the committed copy;
+a test fails when the committed copy and the code disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import msgspec
+
+from . import __version__
+from .api import ROUTES, Route
+
+__all__ = ["build_document"]
+
+QUERY_TYPES = {
+    "offset": "integer",
+    "length": "integer",
+    "tail_bytes": "integer",
+    "parents": "boolean",
+    "recursive": "boolean",
+}
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["reason", "message"],
+            "properties": {
+                "reason": {"type": "string", "description": "stable machine-readable reason"},
+                "message": {"type": "string"},
+            },
+        }
+    },
+}
+
+
+def _ref(model: type) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def _operation(route: Route) -> dict[str, Any]:
+    op: dict[str, Any] = {"operationId": route.handler.strip("_"), "summary": route.summary}
+    params = [
+        {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
+        for n in _path_params(route.path)
+    ]
+    params += [
+        {
+            "name": n,
+            "in": "query",
+            "required": n == "path",
+            "schema": {"type": QUERY_TYPES.get(n, "string")},
+        }
+        for n in route.query
+    ]
+    if params:
+        op["parameters"] = params
+    if route.request is not None:
+        op["requestBody"] = {
+            "required": True,
+            "content": {route.request_content: {"schema": _ref(route.request)}},
+        }
+    elif route.request_content != "application/json":
+        op["requestBody"] = {
+            "required": True,
+            "content": {route.request_content: {"schema": {"type": "string", "format": "binary"}}},
+        }
+    ok: dict[str, Any] = {"description": "success"}
+    if route.response is not None:
+        ok["content"] = {route.response_content: {"schema": _ref(route.response)}}
+    elif route.response_content != "application/json":
+        ok["content"] = {route.response_content: {"schema": {"type": "string", "format": "binary"}}}
+    op["responses"] = {str(route.status): ok} | {
+        str(code): {"$ref": "#/components/responses/Error"} for code in route.errors
+    }
+    return op
+
+
+def _path_params(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{")]
+
+
+def build_document() -> dict[str, Any]:
+    models = sorted(
+        {m for r in ROUTES for m in (r.request, r.response) if m is not None},
+        key=lambda m: m.__name__,
+    )
+    _, components = msgspec.json.schema_components(
+        models, ref_template="#/components/schemas/{name}"
+    )
+    paths: dict[str, dict[str, Any]] = {}
+    for route in ROUTES:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
+    paths["/healthz"] = {
+        "get": {
+            "operationId": "healthz",
+            "summary": "Readiness probe (no auth)",
+            "security": [],
+            "responses": {"200": {"description": "serving"}},
+        }
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Sandman sandbox daemon", "version": __version__},
+        "security": [{"bearer": []}],
+        "paths": dict(sorted(paths.items())),
+        "components": {
+            "schemas": dict(sorted(components.items())) | {"Error": ERROR_SCHEMA},
+            "responses": {
+                "Error": {
+                    "description": "error with a machine-readable reason",
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
+                    },
+                }
+            },
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def render() -> str:
+    return json.dumps(build_document(), indent=2, sort_keys=False) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
