@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-APT_PACKAGES := bubblewrap busybox-static
+APT_PACKAGES := bubblewrap busybox-static binutils
 BUNDLE_DIR := build/daemon-bundle
 
 .PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon clean
@@ -48,8 +48,8 @@ pytest: $(STAMP)
 bundle: $(STAMP)
 	$(BIN)/python -m daemon.sandbox.bundle build --out $(BUNDLE_DIR)
 
-bench-daemon: system-deps $(STAMP)
-	$(BIN)/python -m daemon.sandbox.bench
+bench-daemon: system-deps $(STAMP) bundle
+	$(BIN)/python -m daemon.sandbox.bench --bundle $(BUNDLE_DIR)
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info

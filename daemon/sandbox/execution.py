@@ -14,7 +14,6 @@ import base64
 import binascii
 import contextlib
 import os
-import secrets
 import signal
 import subprocess
 import time
@@ -208,7 +207,7 @@ class ExecManager:
                 yield line
 
     def _new_id(self, requested: str | None) -> str:
-        exec_id = requested or f"x-{secrets.token_hex(6)}"
+        exec_id = requested or f"x-{os.urandom(6).hex()}"
         if exec_id in self._running:
             raise Conflict(
                 f"an exec with id {exec_id!r} is already running", reason="exec_id_in_use"

@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import queue
 import shutil
 import stat
-import tarfile
-import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import IO, Literal, cast
 
@@ -262,6 +259,8 @@ async def _write_all(fd: int, chunks: AsyncIterator[bytes]) -> None:
 
 
 def _extract_stream(pipe: _ChunkPipe, target: str) -> None:
+    import tarfile  # tar support is imported on first use: it costs daemon start-up time
+
     try:
         with tarfile.open(fileobj=cast(IO[bytes], pipe), mode="r|*") as archive:
             archive.extractall(target, filter="data")
@@ -309,6 +308,10 @@ class _ChunkPipe:
 
 
 def _threaded_tar(full: str) -> AsyncIterator[bytes]:
+    import queue  # imported on first use, like tarfile: start-up time matters more
+    import tarfile
+    import threading
+
     chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=8)
     cancelled = threading.Event()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import h11
+import msgspec
 
 from .errors import BadRequest, DaemonError, NotFound, PayloadTooLarge
 
@@ -130,7 +130,7 @@ class Router:
 
 
 def _error_body(exc: DaemonError) -> bytes:
-    return json.dumps({"error": {"reason": exc.reason, "message": exc.message}}).encode()
+    return msgspec.json.encode({"error": {"reason": exc.reason, "message": exc.message}})
 
 
 class HttpServer:
@@ -205,10 +205,16 @@ class HttpServer:
     async def _send_response(self, channel: _Channel, response: Response) -> None:
         headers = [("content-type", response.content_type), *response.headers]
         if isinstance(response.body, bytes):
+            # One write for head, body and end: fewer syscalls and segments per call.
             headers.append(("content-length", str(len(response.body))))
-            await channel.send(h11.Response(status_code=response.status, headers=headers))
+            conn = channel.conn
+            data = conn.send(h11.Response(status_code=response.status, headers=headers)) or b""
             if response.body:
-                await channel.send(h11.Data(data=response.body))
+                data += conn.send(h11.Data(data=response.body)) or b""
+            data += conn.send(h11.EndOfMessage()) or b""
+            channel.writer.write(data)
+            await channel.writer.drain()
+            return
         else:
             await channel.send(h11.Response(status_code=response.status, headers=headers))
             stream = response.body

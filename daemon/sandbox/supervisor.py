@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -26,9 +25,9 @@ from dataclasses import dataclass, field
 __all__ = ["Child", "Supervisor", "parse_signal", "signal_name"]
 
 PR_SET_CHILD_SUBREAPER = 36
-# Variables a PyInstaller bundle may set for itself; never handed to task processes.
+# Variables a PyInstaller bundle sets for itself; never handed to task processes. (The
+# bundle's runtime hook already cleans them at start; this is the second line of defence.)
 BUNDLE_ENV_PREFIXES = ("_PYI_", "_MEIPASS")
-BUNDLE_ENV_RESTORE = ("LD_LIBRARY_PATH",)
 
 
 def parse_signal(name: str) -> signal.Signals:
@@ -49,12 +48,9 @@ def signal_name(signum: int) -> str:
 def child_environment(base: Mapping[str, str], overrides: Mapping[str, str]) -> dict[str, str]:
     """The environment for task processes: the daemon's own, minus bundle internals."""
     env = {k: v for k, v in base.items() if not k.startswith(BUNDLE_ENV_PREFIXES)}
-    for key in BUNDLE_ENV_RESTORE:
-        original = env.pop(f"{key}_ORIG", None)
-        if original is not None:
-            env[key] = original
-        elif f"_PYI_{key}" in base or "_MEIPASS2" in base:
-            env.pop(key, None)
+    original = env.pop("LD_LIBRARY_PATH_ORIG", None)
+    if original is not None:
+        env["LD_LIBRARY_PATH"] = original
     env.update(overrides)
     return env
 
@@ -106,6 +102,8 @@ class Supervisor:
         self._loop = asyncio.get_running_loop()
         self._loop.add_signal_handler(signal.SIGCHLD, self.reap)
         with contextlib.suppress(OSError, AttributeError):
+            import ctypes  # imported here: it costs start-up time and is needed once
+
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         self.reap()  # anything that died before the handler was installed
