@@ -79,8 +79,6 @@ async def _run(settings: DaemonSettings) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_settings(argv)
-    # Tokens must not leak into the task's processes through the environment.
-    os.environ.pop("SANDMAN_TOKEN", None)
     asyncio.run(_run(settings))
     return 0
 

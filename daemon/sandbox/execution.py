@@ -224,7 +224,7 @@ class ExecManager:
         argv = resolve_argv(request.argv, request.command, request.shell)
         stdin = decode_blob(request.stdin)
         cap = self._output_cap(request.max_output_bytes)
-        env = child_environment(os.environ, request.env)
+        env = child_environment(request.env)
         started = time.monotonic()
         try:
             child = self._supervisor.spawn(
@@ -264,7 +264,8 @@ class ExecManager:
     async def _finish(self, state: _Running, request: ExecRequest) -> ExecResult:
         try:
             try:
-                code = await asyncio.wait_for(state.child.wait(), request.timeout_s)
+                async with asyncio.timeout(request.timeout_s):  # no extra task, unlike wait_for
+                    code = await state.child.wait()
             except TimeoutError:
                 state.timed_out = True
                 await state.child.terminate_group(request.kill_grace_s)
@@ -288,11 +289,16 @@ class ExecManager:
         )
 
     async def _drain(self, state: _Running) -> None:
-        closed = [r.closed for r in state.readers]
+        """Read what the command wrote before exiting (bounded: children may hold the pipe)."""
+        pending = [r.closed for r in state.readers if not r.closed.done()]
+        if not pending:
+            return
         for reader in state.readers:
             reader.resume()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*closed), self._settings.stream_drain_s)
+            async with asyncio.timeout(self._settings.stream_drain_s):
+                for closed in pending:
+                    await asyncio.shield(closed)
 
     # -- control ---------------------------------------------------------------------------
 

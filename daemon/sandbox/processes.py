@@ -67,7 +67,7 @@ class ProcessManager:
     def start(self, request: ProcessStartRequest) -> ProcessInfo:
         argv = resolve_argv(request.argv, request.command, request.shell)
         self._make_room()
-        env = child_environment(os.environ, request.env)
+        env = child_environment(request.env)
         try:
             child = self._supervisor.spawn(argv, cwd=request.cwd or self._settings.workdir, env=env)
         except OSError as exc:

@@ -40,7 +40,7 @@ from .models import (
 from .processes import ProcessManager
 from .sessions import SessionManager
 from .settings import DaemonSettings
-from .supervisor import Supervisor, parse_signal
+from .supervisor import Supervisor, parse_signal, sanitize_environment
 from .sysinfo import CgroupReader
 
 __all__ = ["SandboxDaemon"]
@@ -99,6 +99,7 @@ class SandboxDaemon:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> int:
+        sanitize_environment(os.environ)
         self.supervisor.install()
         self.port = await self._http.start(self.settings.host, self.settings.port)
         return self.port

@@ -32,7 +32,7 @@ from .errors import BadRequest, Conflict, NotFound, TooManyRequests, Unavailable
 from .models import SessionCreateRequest, SessionInfo, SessionRunRequest, SessionRunResult
 from .output import HeadCapture, PipeReader
 from .settings import DaemonSettings
-from .supervisor import Child, Supervisor, child_environment
+from .supervisor import Child, Supervisor
 
 __all__ = ["SessionManager", "find_scratch_dir"]
 
@@ -147,7 +147,7 @@ class SessionManager:
         self._scratch = self._scratch or find_scratch_dir(self._settings.run_dir)
         if self._scratch is None:
             raise Unavailable("no writable scratch directory for sessions", reason="no_scratch_dir")
-        env = child_environment(os.environ, {**SHELL_ENV, **request.env})
+        env = {**os.environ, **SHELL_ENV, **request.env}
         shell = request.shell or _default_shell(env)
         session = self._spawn(request.name, shell, env, request.cwd or self._settings.workdir)
         self._sessions[request.name] = session
