@@ -48,6 +48,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
     parser.add_argument("--max-concurrent-execs", type=int, default=defaults.max_concurrent_execs)
     parser.add_argument("--max-json-body-bytes", type=int, default=defaults.max_json_body_bytes)
     parser.add_argument("--max-upload-bytes", type=int, default=defaults.max_upload_bytes)
+    parser.add_argument("--max-processes", type=int, default=defaults.max_processes)
+    parser.add_argument("--max-sessions", type=int, default=defaults.max_sessions)
     parser.add_argument("--log-level", default=env("SANDMAN_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
@@ -64,6 +66,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
         max_concurrent_execs=args.max_concurrent_execs,
         max_json_body_bytes=args.max_json_body_bytes,
         max_upload_bytes=args.max_upload_bytes,
+        max_processes=args.max_processes,
+        max_sessions=args.max_sessions,
     )
 
 

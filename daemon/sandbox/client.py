@@ -8,6 +8,7 @@ It is never imported by the daemon itself (the bundle stays free of aiohttp).
 from __future__ import annotations
 
 import base64
+import io
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from .models import (
 __all__ = ["ClientTimeouts", "DaemonAPIError", "SandboxClient"]
 
 T = TypeVar("T")
+LARGE_BODY = 1 << 20
 
 
 class DaemonAPIError(Exception):
@@ -103,7 +105,9 @@ class SandboxClient:
         params: Mapping[str, Any] | None = None,
         data: bytes | AsyncIterator[bytes] | None = None,
     ) -> T:
-        payload = msgspec.json.encode(body) if body is not None else data
+        payload: Any = msgspec.json.encode(body) if body is not None else data
+        if isinstance(payload, bytes) and len(payload) > LARGE_BODY:
+            payload = io.BytesIO(payload)  # aiohttp streams file-likes instead of one big write
         async with self._session.request(
             method,
             self.base_url + path,

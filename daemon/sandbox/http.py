@@ -215,18 +215,42 @@ class HttpServer:
             channel.writer.write(data)
             await channel.writer.drain()
             return
-        else:
-            await channel.send(h11.Response(status_code=response.status, headers=headers))
-            stream = response.body
-            try:
-                async for chunk in stream:
-                    if chunk:
-                        await channel.send(h11.Data(data=chunk))
-            finally:
-                aclose = getattr(stream, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+        await channel.send(h11.Response(status_code=response.status, headers=headers))
+        await self._stream_body(channel, response.body)
         await channel.send(h11.EndOfMessage())
+
+    @staticmethod
+    async def _stream_body(channel: _Channel, stream: AsyncIterator[bytes]) -> None:
+        """Send chunks as they come while watching the socket: a client that hangs up stops
+        the stream (and so, e.g., the command behind it) instead of leaving it running until
+        its next chunk fails to send."""
+        chunks = stream.__aiter__()
+        hangup = asyncio.ensure_future(channel.reader.read(READ_CHUNK))
+        try:
+            while True:
+                following = asyncio.ensure_future(chunks.__anext__())
+                await asyncio.wait({following, hangup}, return_when=asyncio.FIRST_COMPLETED)
+                if not following.done():
+                    data = hangup.result()
+                    if not data:
+                        following.cancel()
+                        await asyncio.gather(following, return_exceptions=True)
+                        raise ConnectionResetError("client closed the connection mid-stream")
+                    channel.conn.receive_data(data)  # a pipelined request: keep it for later
+                    hangup = asyncio.ensure_future(channel.reader.read(READ_CHUNK))
+                    await asyncio.wait({following})
+                try:
+                    chunk = following.result()
+                except StopAsyncIteration:
+                    return
+                if chunk:
+                    await channel.send(h11.Data(data=chunk))
+        finally:
+            hangup.cancel()
+            await asyncio.gather(hangup, return_exceptions=True)
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     @staticmethod
     async def _finish_cycle(channel: _Channel, request: Request) -> bool:

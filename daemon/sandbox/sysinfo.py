@@ -38,8 +38,9 @@ def _int(path: str) -> int | None:
 
 
 class CgroupReader:
-    def __init__(self, root: str = CGROUP_ROOT) -> None:
+    def __init__(self, root: str = CGROUP_ROOT, membership: str = "/proc/self/cgroup") -> None:
         self._root = root
+        self._membership = membership
         self._paths = self._own_paths()
         self.version: Literal[1, 2] | None = (
             2 if "" in self._paths else (1 if self._paths else None)
@@ -48,7 +49,7 @@ class CgroupReader:
     def _own_paths(self) -> dict[str, str]:
         """controller -> this process's cgroup directory ('' is the v2 unified hierarchy)."""
         paths: dict[str, str] = {}
-        text = _read("/proc/self/cgroup") or ""
+        text = _read(self._membership) or ""
         for line in text.splitlines():
             _, controllers, rel = line.split(":", 2)
             for name in controllers.split(",") if controllers else [""]:

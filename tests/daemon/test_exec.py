@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import time
 
 import psutil
 import pytest
 
 from daemon.sandbox.client import DaemonAPIError, SandboxClient
+from tests.daemon.conftest import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -141,3 +143,25 @@ async def test_many_short_execs_leave_no_zombies(client: SandboxClient) -> None:
     assert all(r.exit_code == 0 for r in results)
     info = await client.info()
     assert info.running_execs == 0
+
+
+async def test_large_stdin_is_fed_without_deadlock(client: SandboxClient) -> None:
+    payload = bytes(range(256)) * 8192  # 2 MiB: far more than a pipe buffer
+    result = await client.exec(argv=["sh", "-c", "wc -c"], stdin=payload)
+    assert result.stdout.data.strip() == str(len(payload))
+
+
+async def test_stream_client_disconnect_kills_the_command(client: SandboxClient) -> None:
+    pid = None
+    async with contextlib.aclosing(client.exec_stream(command="echo $$; sleep 60")) as events:
+        async for event in events:
+            if event.event == "stdout":
+                pid = int((event.data or "").split()[0])
+                break  # closing the stream closes the HTTP response mid-stream
+    assert pid is not None
+
+    def gone() -> bool:
+        return not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+
+    assert await eventually(gone)
+    assert (await client.info()).running_execs == 0

@@ -66,3 +66,17 @@ async def test_start_errors(client: SandboxClient) -> None:
     with pytest.raises(DaemonAPIError) as both:
         await client.start_process(argv=["true"], command="true")
     assert both.value.reason == "invalid_command"
+
+
+@pytest.mark.parametrize("daemon_args", [["--max-processes", "2"]])
+async def test_full_process_table_evicts_finished_then_refuses(client: SandboxClient) -> None:
+    done = await client.start_process(argv=["true"])
+    await client.wait_process(done.id, timeout_s=10)
+    first = await client.start_process(argv=["sleep", "60"])
+    second = await client.start_process(argv=["sleep", "60"])  # evicts the finished one
+    assert {p.id for p in (await client.list_processes()).processes} == {first.id, second.id}
+    with pytest.raises(DaemonAPIError) as full:
+        await client.start_process(argv=["sleep", "60"])
+    assert (full.value.status, full.value.reason) == (429, "too_many_processes")
+    for proc in (first, second):
+        await client.remove_process(proc.id)

@@ -107,3 +107,14 @@ async def test_session_errors_and_listing(client: SandboxClient) -> None:
     finally:
         await client.close_session("a")
     assert (await client.list_sessions()).sessions == []
+
+
+@pytest.mark.parametrize("daemon_args", [["--max-sessions", "1"]])
+async def test_session_cap_answers_429(client: SandboxClient) -> None:
+    await client.create_session("one")
+    try:
+        with pytest.raises(DaemonAPIError) as info:
+            await client.create_session("two")
+        assert (info.value.status, info.value.reason) == (429, "too_many_sessions")
+    finally:
+        await client.close_session("one")
