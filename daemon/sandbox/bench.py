@@ -71,7 +71,19 @@ def _start_to_healthy_python(runs: int) -> list[float]:
     return samples
 
 
-async def _measure(client: SandboxClient, n: int) -> dict[str, list[float] | float]:
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process: CPU cost is steadier than latency on a shared machine."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+async def _measure(client: SandboxClient, pid: int, n: int) -> dict[str, list[float] | float]:
     out: dict[str, list[float] | float] = {}
     _progress("warming up")
     await _timed(50, lambda: client.exec(argv=["true"]))
@@ -79,10 +91,17 @@ async def _measure(client: SandboxClient, n: int) -> dict[str, list[float] | flo
     _progress(f"exec true via daemon vs bare spawn, {n} each, interleaved in rounds")
     daemon_ms: list[float] = []
     bare_ms: list[float] = []
+    daemon_cpu = bare_cpu = 0.0
     for _ in range(10):
+        before = _cpu_seconds(pid)
         daemon_ms += await _timed(n // 10, lambda: client.exec(argv=["true"]))
+        daemon_cpu += _cpu_seconds(pid) - before
+        before = _own_cpu_seconds()
         bare_ms += _bare_spawn(n // 10)
+        bare_cpu += _own_cpu_seconds() - before
     out["exec"], out["bare"] = daemon_ms, bare_ms
+    out["daemon_cpu_ms"] = daemon_cpu * 1000 / len(daemon_ms)
+    out["bare_cpu_ms"] = bare_cpu * 1000 / len(bare_ms)
     _progress("session round trips")
     await client.create_session("bench")
     out["session"] = await _timed(200, lambda: client.run_in_session("bench", "true"))
@@ -130,6 +149,8 @@ def _report(results: dict[str, list[float] | float], startup: dict[str, list[flo
     lines += [
         "",
         f"- exec overhead over a bare spawn: **{overhead:.2f} ms p50** (ratio {ratio:.2f}x)",
+        f"- CPU per exec: daemon process {results['daemon_cpu_ms']:.2f} ms; "
+        f"a bare spawn costs its parent {results['bare_cpu_ms']:.2f} ms",
         f"- daemon RSS: **{results['rss_idle']:.1f} MiB idle**, "
         f"**{results['rss_after']:.1f} MiB after {len(exec_ms) + 50} execs**, "
         "sessions and file I/O",
@@ -142,7 +163,7 @@ async def _run(n: int, bundle: str | None, startup_runs: int) -> str:
         daemon = start_local_daemon(workdir)
         try:
             async with SandboxClient(daemon.url, daemon.token) as client:
-                results = await _measure(client, n)
+                results = await _measure(client, daemon.proc.pid, n)
         finally:
             daemon.stop()
     _progress(f"start to healthy, python module, {startup_runs} runs")
