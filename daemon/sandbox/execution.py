@@ -74,6 +74,13 @@ def _spawn_error_result(exec_id: str, exc: OSError, started: float) -> ExecResul
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    argv: list[str]
+    stdin: bytes | None
+    cap: int
+
+
 @dataclass(slots=True)
 class _Running:
     """State of one exec while it runs."""
@@ -137,25 +144,37 @@ class ExecManager:
 
     # -- run -------------------------------------------------------------------------------
 
+    def _prepare(self, request: ExecRequest) -> _Prepared:
+        """Validate everything a client can get wrong, before anything starts or streams."""
+        return _Prepared(
+            argv=resolve_argv(request.argv, request.command, request.shell),
+            stdin=decode_blob(request.stdin),
+            cap=self._output_cap(request.max_output_bytes),
+        )
+
     async def run(self, request: ExecRequest) -> ExecResult:
+        prepared = self._prepare(request)
         with self.slot():
-            state_or_result = self._start(request, on_chunk=None)
+            state_or_result = self._start(request, prepared, on_chunk=None)
             if isinstance(state_or_result, ExecResult):
                 return state_or_result
             return await self._finish(state_or_result, request)
 
     def stream(self, request: ExecRequest) -> AsyncIterator[bytes]:
         """NDJSON lines: start, stdout/stderr chunks as they come, then exit."""
+        prepared = self._prepare(request)  # a bad request is a 400, not a broken 200 stream
         exec_id = self._new_id(request.id)
         self.check_capacity()  # admission is decided before the 200 response starts
-        return self._stream_events(request, exec_id)
+        return self._stream_events(request, prepared, exec_id)
 
-    async def _stream_events(self, request: ExecRequest, exec_id: str) -> AsyncIterator[bytes]:
+    async def _stream_events(
+        self, request: ExecRequest, prepared: _Prepared, exec_id: str
+    ) -> AsyncIterator[bytes]:
         queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
         decoders = {"stdout": StreamDecoder(), "stderr": StreamDecoder()}
         self._active += 1
         try:
-            started = self._start(request, lambda s, b: queue.put_nowait((s, b)), exec_id)
+            started = self._start(request, prepared, lambda s, b: queue.put_nowait((s, b)), exec_id)
             yield encode(ExecEvent(event="start", id=exec_id)) + b"\n"
             if isinstance(started, ExecResult):
                 yield encode(ExecEvent(event="exit", result=started)) + b"\n"
@@ -217,13 +236,12 @@ class ExecManager:
     def _start(
         self,
         request: ExecRequest,
+        prepared: _Prepared,
         on_chunk: Callable[[str, bytes], None] | None,
         exec_id: str | None = None,
     ) -> _Running | ExecResult:
         exec_id = exec_id or self._new_id(request.id)
-        argv = resolve_argv(request.argv, request.command, request.shell)
-        stdin = decode_blob(request.stdin)
-        cap = self._output_cap(request.max_output_bytes)
+        argv, stdin, cap = prepared.argv, prepared.stdin, prepared.cap
         env = child_environment(request.env)
         started = time.monotonic()
         try:

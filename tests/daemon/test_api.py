@@ -111,3 +111,18 @@ async def test_keep_alive_serves_many_requests_on_one_connection(daemon: DaemonP
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":")[1])
             assert json.loads(reader.read(length))["exit_code"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b'{"argv": ["true"], "command": "true"}', "invalid_command"),
+        (b'{"argv": ["true"], "max_output_bytes": 999999999999}', "output_cap_too_large"),
+        (b'{"argv": ["cat"], "stdin": {"data": "!!", "encoding": "base64"}}', "invalid_base64"),
+    ],
+)
+async def test_bad_streaming_exec_is_a_400_not_a_broken_stream(
+    daemon: DaemonProcess, body: bytes, reason: str
+) -> None:
+    status, payload = await _post(daemon, "/v1/exec/stream", body)
+    assert (status, payload["error"]["reason"]) == (400, reason)
