@@ -34,7 +34,12 @@ def shape(**kw: object) -> PodShape:
 
 
 TOLERATE_ALL = (Toleration(operator="Exists"),)
-NOT_READY = "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
+TAINTED = "node(s) had untolerated taint {%s: %s}"
+NOT_READY = TAINTED % ("node.kubernetes.io/not-ready", "")
+UNREACHABLE = TAINTED % ("node.kubernetes.io/unreachable", "")
+NOT_READY_NO_EXECUTE = Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute")
+GPU_REASON = TAINTED % ("nvidia.com/gpu", "present")
+GPUS = (("nvidia.com/gpu", 1),)
 
 
 @pytest.mark.parametrize(
@@ -61,7 +66,7 @@ def test_node_unschedulable(cordoned: bool, tolerations: tuple[Toleration, ...],
         ("True", frozenset(), (), None),
         (None, frozenset(), (), None),  # no Ready condition reported: no implied taint
         ("False", frozenset(), (), NOT_READY),
-        ("Unknown", frozenset(), (), "node(s) had untolerated taint {node.kubernetes.io/unreachable: }"),
+        ("Unknown", frozenset(), (), UNREACHABLE),
         ("True", frozenset({"MemoryPressure"}), (),
          "node(s) had untolerated taint {node.kubernetes.io/memory-pressure: }"),
         ("True", frozenset({"DiskPressure", "PIDPressure"}), (),
@@ -73,8 +78,7 @@ def test_node_unschedulable(cordoned: bool, tolerations: tuple[Toleration, ...],
         ("False", frozenset(), TOLERATE_ALL, None),
         ("False", frozenset(), (Toleration("node.kubernetes.io/not-ready", "Exists"),), None),
         # Tolerating NoExecute only is not enough for the NoSchedule taint.
-        ("False", frozenset(), (Toleration("node.kubernetes.io/not-ready", "Exists", "", "NoExecute"),),
-         NOT_READY),
+        ("False", frozenset(), (NOT_READY_NO_EXECUTE,), NOT_READY),
     ],
 )  # fmt: skip
 def test_node_conditions(
@@ -95,12 +99,12 @@ GPU = Taint("nvidia.com/gpu", "present", "NoSchedule")
     ("taints", "tolerations", "reason"),
     [
         ((), (), None),
-        ((GPU,), (), "node(s) had untolerated taint {nvidia.com/gpu: present}"),
+        ((GPU,), (), GPU_REASON),
         ((GPU,), (Toleration("nvidia.com/gpu", "Equal", "present", "NoSchedule"),), None),
-        ((GPU,), (Toleration("nvidia.com/gpu", "Equal", "absent"),), "node(s) had untolerated taint {nvidia.com/gpu: present}"),
+        ((GPU,), (Toleration("nvidia.com/gpu", "Equal", "absent"),), GPU_REASON),
         ((GPU,), (Toleration("nvidia.com/gpu", "Exists"),), None),
         ((GPU,), (Toleration("", "Exists"),), None),
-        ((GPU,), (Toleration("nvidia.com/gpu", "Exists", "", "NoExecute"),), "node(s) had untolerated taint {nvidia.com/gpu: present}"),
+        ((GPU,), (Toleration("nvidia.com/gpu", "Exists", "", "NoExecute"),), GPU_REASON),
         ((Taint("evict", "", "NoExecute"),), (), "node(s) had untolerated taint {evict: }"),
         # PreferNoSchedule never filters: it only lowers the score.
         ((Taint("soft", "x", "PreferNoSchedule"),), (), None),
@@ -148,7 +152,7 @@ def term(*reqs: Requirement, fields: tuple[Requirement, ...] = ()) -> SelectorTe
         ((), (term(Requirement("absent", "Lt", ("1",))),), False),
         ((), (term(Requirement("cores", "Bogus", ("1",))),), False),
         # Expressions in one term are ANDed; terms are ORed.
-        ((), (term(Requirement("zone", "In", ("a",)), Requirement("pool", "In", ("gpu",))),), False),
+        ((), (term(Requirement("zone", "In", ("a",)), Requirement("pool", "In", ("x",))),), False),
         ((), (term(Requirement("zone", "In", ("z",))), term(Requirement("pool", "Exists"))), True),
         ((), (term(),), False),  # an empty term matches nothing
         ((), (), False),  # no terms: nothing matches
@@ -187,8 +191,8 @@ GiB = 2**30
         # Zero requests always fit, even on an overcommitted node.
         (Resources(), Capacity(-5, -5, -5, 1), ()),
         (Resources(0, 0, GiB), Capacity(1, 1, GiB - 1, 1), ("Insufficient ephemeral-storage",)),
-        (Resources(100, 0, 0, (("nvidia.com/gpu", 1),)), Capacity(1000, 0, 0, 1), ("Insufficient nvidia.com/gpu",)),
-        (Resources(100, 0, 0, (("nvidia.com/gpu", 1),)), Capacity(1000, 0, 0, 1, (("nvidia.com/gpu", 2),)), ()),
+        (Resources(100, 0, 0, GPUS), Capacity(1000, 0, 0, 1), ("Insufficient nvidia.com/gpu",)),
+        (Resources(100, 0, 0, GPUS), Capacity(1000, 0, 0, 1, (("nvidia.com/gpu", 2),)), ()),
     ],
 )  # fmt: skip
 def test_resources_fit(requests: Resources, free: Capacity, reasons: tuple[str, ...]) -> None:
