@@ -192,9 +192,10 @@ class _Batch:
         self.assignments: list[Assignment] = []
         self.unschedulable: list[Unschedulable] = []
         self.deferred: list[str] = []
+        self.failed: list[tuple[PodShape, list[Pod]]] = []
 
-    def candidates(self, shape: PodShape, failures: list[Status]) -> list[_Candidate]:
-        """Feasible nodes with slot counts; failing nodes' statuses go to ``failures``.
+    def candidates(self, shape: PodShape) -> list[_Candidate]:
+        """Feasible nodes with slot counts.
 
         Node filters run once per distinct node *gate* (taints, conditions, cordon; plus
         labels when the class selects on them), so a uniform 5,000-node cluster costs a
@@ -214,9 +215,6 @@ class _Batch:
                 slots = _slots_fast(req, limits[i], usage)
                 if slots > 0:
                     out.append(_Candidate(i, node, usage, slots, ranks[i]))
-                    continue
-                status = check_capacity(shape, capacity_left(limits[i], usage))
-            failures.append(status)
         self._score_static(shape, out)
         return out
 
@@ -239,8 +237,7 @@ class _Batch:
         return (1, u.starting, -score, c.rank, c.idx)
 
     def place_class(self, shape: PodShape, pods: list[Pod]) -> None:
-        failures: list[Status] = []
-        cands = self.candidates(shape, failures)
+        cands = self.candidates(shape)
         req, cap = shape.requests, self.settings.max_starting_per_node
         by_idx = {c.idx: c for c in cands}
         heap = [self.key(c, req) for c in cands if c.slots > 0]
@@ -267,7 +264,7 @@ class _Batch:
             placed = self._spread([(k, by_idx[int(k[-1])]) for k in heap], rest, req)
             rest = rest[placed:]
         if rest:
-            self._explain(shape, rest, cands, failures)
+            self.failed.append((shape, rest))
 
     def _spread(
         self, tier1: list[tuple[tuple[float, ...], _Candidate]], pods: list[Pod], req: Resources
@@ -311,20 +308,25 @@ class _Batch:
         self.model.reserve_many([p.uid for p in pods], name, req, self.deadline)
         self.assignments.extend(Assignment(p.uid, name, p.namespace, p.name) for p in pods)
 
-    def _explain(
-        self, shape: PodShape, pods: list[Pod], cands: list[_Candidate], failures: list[Status]
-    ) -> None:
-        for c in cands:
-            status = check_node(shape, c.node)
-            if status.ok:
-                status = check_capacity(shape, capacity_left(self.limits[c.idx], c.usage))
-            failures.append(status)
-        histogram = reason_histogram(failures)
-        message = unschedulable_message(len(self.nodes), histogram)
-        reasons = tuple(histogram.items())
-        self.unschedulable.extend(
-            Unschedulable(p.uid, message, reasons, p.namespace, p.name) for p in pods
-        )
+    def explain(self) -> None:
+        """Reasons for every pod left unplaced, judged on the state at the end of the plan
+        (capacity only shrinks during a plan, so a pod that did not fit when its class was
+        placed fits nowhere now either, and the message is true when the caller reads it)."""
+        for shape, pods in self.failed:
+            statuses: list[Status] = []
+            for i, node in enumerate(self.nodes):
+                status = check_node(shape, node)
+                if status.ok:
+                    status = check_capacity(
+                        shape, capacity_left(self.limits[i], self.model.usage[node.name])
+                    )
+                statuses.append(status)
+            histogram = reason_histogram(statuses)
+            message = unschedulable_message(len(self.nodes), histogram)
+            reasons = tuple(histogram.items())
+            self.unschedulable.extend(
+                Unschedulable(p.uid, message, reasons, p.namespace, p.name) for p in pods
+            )
 
 
 def _group(
@@ -373,6 +375,7 @@ def plan_batch(
     batch = _Batch(model, settings, table or NodeTable(settings), now)
     for shape in _class_order(model, classes):
         batch.place_class(shape, classes[shape])
+    batch.explain()
     return Plan(
         tuple(batch.assignments),
         tuple(batch.unschedulable),
