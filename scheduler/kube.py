@@ -149,12 +149,8 @@ def _stopped(status: Json) -> bool:
     return bool(statuses) and all("terminated" in (s.get("state") or {}) for s in statuses)
 
 
-def _freeze(value: Any) -> Hashable:
-    if isinstance(value, Mapping):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list | tuple):
-        return tuple(_freeze(v) for v in value)
-    return value
+def _toleration_key(items: Iterable[Json]) -> Hashable:
+    return tuple((t.get("key"), t.get("operator"), t.get("value"), t.get("effect")) for t in items)
 
 
 class Decoder:
@@ -212,11 +208,12 @@ class Decoder:
         """The pod's :class:`PodShape`, shared with every pod of identical shape."""
         containers = list(spec.get("initContainers") or ()) + list(spec.get("containers") or ())
         tolerations = spec.get("tolerations") or ()
+        tols = self._cached(
+            "tol", _toleration_key(tolerations), lambda: tuple(map(_toleration, tolerations))
+        )
         shape = PodShape(
             requests=self.requests(spec),
-            tolerations=self._cached(
-                "tol", _freeze(tolerations), lambda: tuple(_toleration(t) for t in tolerations)
-            ),
+            tolerations=tols,
             node_selector=tuple(sorted((spec.get("nodeSelector") or {}).items())),
             affinity=_affinity(spec) if spec.get("affinity") else None,
             images=tuple(sorted({self.image(c["image"]) for c in containers if c.get("image")})),
