@@ -15,7 +15,7 @@ allocatable minus (actual + assumed), the invariant the planner relies on.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,6 +108,8 @@ class ClusterModel:
         self._held: dict[str, _Held] = {}
         #: Changes whenever a node name is added or removed (not on updates).
         self.node_set_version = 0
+        #: Changes on every node add, update or removal.
+        self.node_version = 0
 
     # -- nodes -------------------------------------------------------------------------
     def upsert_node(self, node: NodeInfo | Mapping[str, Any]) -> NodeInfo:
@@ -115,6 +117,7 @@ class ClusterModel:
         info = node if isinstance(node, NodeInfo) else self.decoder.node(node)
         if info.name not in self.nodes:
             self.node_set_version += 1
+        self.node_version += 1
         self.nodes[info.name] = info
         self.usage.setdefault(info.name, NodeUsage())
         return info
@@ -123,6 +126,7 @@ class ClusterModel:
         """Forget a node. Its pods stay counted until their own delete events arrive."""
         if self.nodes.pop(name, None) is not None:
             self.node_set_version += 1
+            self.node_version += 1
         self.prepared.pop(name, None)
 
     def set_prepared_images(self, node: str, images: Iterable[str]) -> None:
@@ -247,6 +251,10 @@ class ClusterModel:
         """Usage of every node with any usage or any node object."""
         names = set(self.usage) | set(self.nodes)
         return {n: self.usage.get(n, NodeUsage()).snapshot() for n in sorted(names)}
+
+    def placed_uids(self) -> tuple[Container[str], Container[str]]:
+        """Uids counted on a node, and uids reserved in the ledger (read-only views)."""
+        return self._held.keys(), self.ledger.uids()
 
     def is_placed(self, uid: str) -> bool:
         """Is ``uid`` counted on a node or reserved in the ledger?"""

@@ -21,7 +21,7 @@ A run of identical pods reserved on one node in one step shares a single
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection
+from collections.abc import Collection, KeysView
 from dataclasses import dataclass
 
 from scheduler.model import Resources
@@ -54,6 +54,10 @@ class AssumedLedger:
     def __contains__(self, uid: object) -> bool:
         return uid in self._by_uid
 
+    def uids(self) -> KeysView[str]:
+        """A live read-only view of the reserved uids."""
+        return self._by_uid.keys()
+
     def get(self, uid: str) -> Reservation | None:
         return self._by_uid.get(uid)
 
@@ -64,8 +68,7 @@ class AssumedLedger:
     def add(self, uids: tuple[str, ...], reservation: Reservation) -> None:
         """Record ``reservation`` for each of ``uids`` (none of which may be reserved)."""
         by_uid = self._by_uid
-        for uid in uids:
-            by_uid[uid] = reservation
+        by_uid.update(dict.fromkeys(uids, reservation))
         self._seq += 1
         heapq.heappush(self._expiry, (reservation.deadline, self._seq, uids))
         if len(self._expiry) > 2 * len(by_uid) + 1024:

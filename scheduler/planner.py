@@ -188,7 +188,9 @@ class _Batch:
     ) -> None:
         self.model, self.settings = model, settings
         self.deadline = now + settings.assume_ttl_s
-        self.nodes, self.limits, self.ranks = table.refresh(model.nodes, model.node_set_version)
+        self.nodes, self.limits, self.ranks = table.refresh(
+            model.nodes, model.node_set_version, model.node_version
+        )
         self.assignments: list[Assignment] = []
         self.unschedulable: list[Unschedulable] = []
         self.deferred: list[str] = []
@@ -219,14 +221,17 @@ class _Batch:
         return out
 
     def _score_static(self, shape: PodShape, cands: list[_Candidate]) -> None:
-        weights, images, images_on = self.settings.weights, bool(shape.images), self.model.images_on
+        """Image locality and PreferNoSchedule parts of the score (fixed for the class)."""
+        weights = self.settings.weights
+        if shape.images and weights.image_locality:
+            images_on = self.model.images_on
+            for c in cands:
+                c.static = weights.image_locality * image_locality(shape, images_on(c.node))
         counts = [prefer_no_schedule_count(shape, c.node) if c.node.taints else 0 for c in cands]
         worst = max(counts, default=0)
+        bonus = weights.taint_toleration
         for c, count in zip(cands, counts, strict=True):
-            local = image_locality(shape, images_on(c.node)) if images else 0.0
-            c.static = weights.image_locality * local + weights.taint_toleration * taint_toleration(
-                count, worst
-            )
+            c.static += bonus * taint_toleration(count, worst)
 
     def key(self, c: _Candidate, req: Resources) -> tuple[float, ...]:
         u, cap = c.usage, self.settings.max_starting_per_node
@@ -335,14 +340,19 @@ def _group(
     classes: dict[PodShape, list[Pod]] = {}
     skipped: list[str] = []
     seen: set[str] = set()
-    is_placed = model.is_placed
+    held, reserved = model.placed_uids()
+    decode = model.decoder.pod
     for item in pending:
-        pod = item if isinstance(item, Pod) else model.decoder.pod(item)
-        if pod.uid in seen or pod.node_name is not None or is_placed(pod.uid):
-            skipped.append(pod.uid)
+        pod = item if item.__class__ is Pod else decode(item)  # type: ignore[arg-type]
+        uid = pod.uid
+        if uid in seen or uid in held or uid in reserved or pod.node_name is not None:
+            skipped.append(uid)
             continue
-        seen.add(pod.uid)
-        classes.setdefault(pod.shape, []).append(pod)
+        seen.add(uid)
+        group = classes.get(pod.shape)
+        if group is None:
+            group = classes[pod.shape] = []
+        group.append(pod)
     return classes, skipped
 
 

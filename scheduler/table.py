@@ -48,21 +48,26 @@ def tie_rank(seed: int, name: str) -> int:
 class NodeTable:
     """Sorted nodes with their limits and ranks, refreshed incrementally."""
 
-    __slots__ = ("_entries", "_names", "_settings", "_version")
+    __slots__ = ("_entries", "_last", "_names", "_settings", "_version", "_view")
 
     def __init__(self, settings: SchedulerSettings) -> None:
         self._settings = settings
         self._entries: dict[str, tuple[NodeInfo, Capacity, int]] = {}
         self._names: list[str] = []
         self._version = -1
+        self._last: tuple[int, int] | None = None
+        self._view: tuple[list[NodeInfo], list[Capacity], list[int]] = ([], [], [])
 
     def refresh(
-        self, nodes: Mapping[str, NodeInfo], version: int
+        self, nodes: Mapping[str, NodeInfo], version: int, node_version: int | None = None
     ) -> tuple[list[NodeInfo], list[Capacity], list[int]]:
-        """Current nodes (sorted by name), their limits and ranks.
+        """Current nodes (sorted by name), their limits and ranks (do not mutate the lists).
 
-        ``version`` must change whenever a node name is added or removed.
+        ``version`` must change whenever a node name is added or removed; ``node_version``,
+        if given, whenever any node changes (then an unchanged cluster costs nothing).
         """
+        if node_version is not None and self._last == (version, node_version):
+            return self._view
         if version != self._version:
             self._names = sorted(nodes)
             self._version = version
@@ -83,4 +88,6 @@ class NodeTable:
             infos.append(info)
             limits.append(entry[1])
             ranks.append(entry[2])
-        return infos, limits, ranks
+        self._view = (infos, limits, ranks)
+        self._last = None if node_version is None else (version, node_version)
+        return self._view
