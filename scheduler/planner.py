@@ -78,6 +78,12 @@ class Unschedulable:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
+    """The outcome of one batch: who goes where, and why the rest cannot go anywhere.
+
+    Every assignment is already reserved in the assumed ledger (unless planned with
+    ``reserve=False``); bind them, and ``forget`` the ones whose bind fails.
+    """
+
     assignments: tuple[Assignment, ...]
     unschedulable: tuple[Unschedulable, ...] = ()
     #: Pods held back because every node's start queue is full (``defer_over_cap``).
@@ -234,6 +240,7 @@ class _Batch:
             c.static += bonus * taint_toleration(count, worst)
 
     def key(self, c: _Candidate, req: Resources) -> tuple[float, ...]:
+        """Heap key: tier 0 (start queue below the cap) by score, tier 1 by queue length."""
         u, cap = c.usage, self.settings.max_starting_per_node
         pack = most_allocated(c.node.allocatable, u.cpu + req.cpu, u.memory + req.memory)
         score = c.static + self.settings.weights.packing * pack
@@ -242,6 +249,7 @@ class _Batch:
         return (1, u.starting, -score, c.rank, c.idx)
 
     def place_class(self, shape: PodShape, pods: list[Pod]) -> None:
+        """Place one equivalence class: tier 0 by heap, then tier 1 by levelling."""
         cands = self.candidates(shape)
         req, cap = shape.requests, self.settings.max_starting_per_node
         by_idx = {c.idx: c for c in cands}
@@ -309,6 +317,7 @@ class _Batch:
         return pos
 
     def _assign(self, c: _Candidate, pods: Sequence[Pod], req: Resources) -> None:
+        """Reserve a run of pods on one node and record their assignments."""
         name = c.node.name
         self.model.reserve_many([p.uid for p in pods], name, req, self.deadline)
         self.assignments.extend(Assignment(p.uid, name, p.namespace, p.name) for p in pods)
@@ -337,6 +346,7 @@ class _Batch:
 def _group(
     model: ClusterModel, pending: Iterable[Pod | Mapping[str, Any]]
 ) -> tuple[dict[PodShape, list[Pod]], list[str]]:
+    """Equivalence classes in first-seen order, and the uids to skip."""
     classes: dict[PodShape, list[Pod]] = {}
     skipped: list[str] = []
     seen: set[str] = set()
