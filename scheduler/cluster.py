@@ -198,14 +198,25 @@ class ClusterModel:
         self.reserve_many((uid,), node, requests, deadline)
 
     def reserve_many(
-        self, uids: Iterable[str], node: str, requests: Resources, deadline: float
+        self,
+        uids: Iterable[str],
+        node: str,
+        requests: Resources,
+        deadline: float,
+        *,
+        check: bool = True,
     ) -> None:
-        """Reserve identical pods on one node (the planner's bulk path)."""
+        """Reserve identical pods on one node (the planner's bulk path).
+
+        ``check=False`` skips the duplicate checks, for callers (the planner) that have
+        already excluded placed, reserved and repeated uids.
+        """
         batch = tuple(uids)
-        if self.ledger.overlaps(batch) or not self._held.keys().isdisjoint(batch):
-            raise ValueError(f"a pod of {batch[:3]}... is already placed or reserved")
-        if len(set(batch)) != len(batch):
-            raise ValueError("duplicate pod uid in one reservation")
+        if check:
+            if self.ledger.overlaps(batch) or not self._held.keys().isdisjoint(batch):
+                raise ValueError(f"a pod of {batch[:3]}... is already placed or reserved")
+            if len(set(batch)) != len(batch):
+                raise ValueError("duplicate pod uid in one reservation")
         self.ledger.add(batch, Reservation(node, requests, deadline))
         usage = self._usage(node)
         usage.add(requests, len(batch), True)

@@ -230,9 +230,10 @@ class _Batch:
         """Image locality and PreferNoSchedule parts of the score (fixed for the class)."""
         weights = self.settings.weights
         if shape.images and weights.image_locality:
-            images_on = self.model.images_on
+            images_on, prepared = self.model.images_on, self.model.prepared
             for c in cands:
-                c.static = weights.image_locality * image_locality(shape, images_on(c.node))
+                have = images_on(c.node) if prepared else c.node.images
+                c.static = weights.image_locality * image_locality(shape, have)
         counts = [prefer_no_schedule_count(shape, c.node) if c.node.taints else 0 for c in cands]
         worst = max(counts, default=0)
         bonus = weights.taint_toleration
@@ -319,7 +320,8 @@ class _Batch:
     def _assign(self, c: _Candidate, pods: Sequence[Pod], req: Resources) -> None:
         """Reserve a run of pods on one node and record their assignments."""
         name = c.node.name
-        self.model.reserve_many([p.uid for p in pods], name, req, self.deadline)
+        # _group excluded placed, reserved and repeated uids: no need to check again.
+        self.model.reserve_many([p.uid for p in pods], name, req, self.deadline, check=False)
         self.assignments.extend(Assignment(p.uid, name, p.namespace, p.name) for p in pods)
 
     def explain(self) -> None:
