@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from scheduler.cluster import ClusterModel, NodeUsage
-from scheduler.filters import Capacity, capacity_filters, node_filters
+from scheduler.filters import Capacity, NodeFilter, capacity_filters, node_filters
 from scheduler.messages import reason_histogram, unschedulable_message
 from scheduler.model import NodeInfo, Pod, PodShape, Resources, Status
 from scheduler.scores import (
@@ -155,9 +155,9 @@ def _first_failure(statuses: Iterable[Status]) -> Status:
     return Status()
 
 
-def check_node(shape: PodShape, node: NodeInfo) -> Status:
-    """Run the node filters in order; the first failure is the node's status."""
-    return _first_failure(f(shape, node) for f in node_filters())
+def check_node(shape: PodShape, node: NodeInfo, extra: tuple[NodeFilter, ...] = ()) -> Status:
+    """Run the node filters (built-in, then ``extra``) in order; the first failure counts."""
+    return _first_failure(f(shape, node) for f in node_filters() + extra)
 
 
 def check_capacity(shape: PodShape, free: Capacity) -> Status:
@@ -210,14 +210,16 @@ class _Batch:
         handful of filter calls per class instead of tens of thousands.
         """
         out: list[_Candidate] = []
-        label_free = not shape.node_selector and shape.affinity is None
+        extra = self.settings.extra_node_filters
+        # Plugins may read anything on the node: then every node is judged on its own.
+        label_free = not shape.node_selector and shape.affinity is None and not extra
         verdicts: dict[Hashable, Status] = {}
         usages, req, ranks, limits = self.model.usage, shape.requests, self.ranks, self.limits
         for i, node in enumerate(self.nodes):
             gate = _gate(node, label_free)
             status = verdicts.get(gate)
             if status is None:
-                status = verdicts[gate] = check_node(shape, node)
+                status = verdicts[gate] = check_node(shape, node, extra)
             if status.ok:
                 usage = usages[node.name]
                 slots = _slots_fast(req, limits[i], usage)
@@ -331,7 +333,7 @@ class _Batch:
         for shape, pods in self.failed:
             statuses: list[Status] = []
             for i, node in enumerate(self.nodes):
-                status = check_node(shape, node)
+                status = check_node(shape, node, self.settings.extra_node_filters)
                 if status.ok:
                     status = check_capacity(
                         shape, capacity_left(self.limits[i], self.model.usage[node.name])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scheduler.filters import NodeFilter
 from scheduler.model import Resources
 
 __all__ = ["Headroom", "SchedulerSettings", "ScoreWeights"]
@@ -67,6 +68,10 @@ class SchedulerSettings:
     headroom: Headroom = field(default_factory=Headroom)
     #: Seed of the tie-break among equally scored nodes (same input + seed = same plan).
     seed: int = 0
+    #: Extra node filters (plugins with the signature of scheduler.filters.NodeFilter), run
+    #: after the built-in ones. Their reasons appear in unschedulable messages like the
+    #: built-in ones. Capacity filters are fixed: slot counting depends on their semantics.
+    extra_node_filters: tuple[NodeFilter, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_starting_per_node is not None and self.max_starting_per_node < 1:

@@ -171,3 +171,37 @@ def test_node_set_changes_are_picked_up_between_plans() -> None:
     assert s.plan([pod_json("c")], now=0.0).assignments[0].node == "n000"
     assert s.free("n000").pods == 3
     assert s.usage("n000").assumed == 2
+
+
+def test_extra_node_filter_plugins_run_after_the_built_in_ones() -> None:
+    from scheduler import Code, NodeInfo, PodShape, Status
+
+    def zone_b_only(shape: PodShape, node: NodeInfo) -> Status:
+        if node.labels.get("zone") == "b":
+            return Status()
+        return Status(Code.UNRESOLVABLE, ("node(s) are outside zone b",))
+
+    s = Scheduler(SchedulerSettings(extra_node_filters=(zone_b_only,)))
+    s.upsert_node(node_json("a1", labels={"zone": "a"}))
+    s.upsert_node(node_json("b1", labels={"zone": "b"}, pods="2"))
+    s.upsert_node(node_json("cordoned", labels={"zone": "a"}, unschedulable=True))
+    plan = s.plan(sandboxes(3), now=0.0)
+    assert {a.node for a in plan.assignments} == {"b1"}
+    assert plan.unschedulable[0].message == (
+        "0/3 nodes are available: 1 Too many pods, 1 node(s) are outside zone b, "
+        "1 node(s) were unschedulable."
+    )
+
+
+def test_node_insertion_order_does_not_change_the_plan() -> None:
+    names = [f"n{i:03d}" for i in range(40)]
+
+    def run(order: list[str]) -> Plan:
+        s = Scheduler(SchedulerSettings(seed=7, max_starting_per_node=6))
+        for name in order:
+            s.upsert_node(node_json(name))
+        for i, name in enumerate(names[:10]):
+            s.upsert_pod(pod_json(f"f{i}", f"{100 * (i + 1)}m", "1Gi", node=name, phase="Running"))
+        return s.plan(sandboxes(100), now=0.0)
+
+    assert run(names) == run(list(reversed(names))) == run(names[20:] + names[:20])
