@@ -8,7 +8,7 @@ or HTTP client, no clock it does not receive. Kubernetes JSON objects go in at t
 
 from scheduler.cluster import ClusterModel, NodeUsage, UsageSnapshot
 from scheduler.engine import Scheduler
-from scheduler.filters import Capacity
+from scheduler.filters import Capacity, NodeFilter
 from scheduler.kube import Decoder, node_from_json, normalize_image, pod_from_json, pod_requests
 from scheduler.ledger import AssumedLedger, Reservation
 from scheduler.messages import unschedulable_message
@@ -36,6 +36,7 @@ __all__ = [
     "Code",
     "Decoder",
     "Headroom",
+    "NodeFilter",
     "NodeInfo",
     "NodeUsage",
     "Plan",
