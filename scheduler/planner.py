@@ -203,44 +203,64 @@ class _Batch:
         self.failed: list[tuple[PodShape, list[Pod]]] = []
 
     def candidates(self, shape: PodShape) -> list[_Candidate]:
-        """Feasible nodes with slot counts.
+        """Feasible nodes with free slots and their static scores, in one pass.
 
         Node filters run once per distinct node *gate* (taints, conditions, cordon; plus
         labels when the class selects on them), so a uniform 5,000-node cluster costs a
-        handful of filter calls per class instead of tens of thousands.
+        handful of filter calls per class instead of tens of thousands. This loop is the
+        fixed cost of a plan on a big cluster, hence the inlined arithmetic.
         """
-        out: list[_Candidate] = []
         extra = self.settings.extra_node_filters
         # Plugins may read anything on the node: then every node is judged on its own.
         label_free = not shape.node_selector and shape.affinity is None and not extra
-        verdicts: dict[Hashable, Status] = {}
+        verdicts: dict[Hashable, bool] = {}
         usages, req, ranks, limits = self.model.usage, shape.requests, self.ranks, self.limits
+        weights, prepared = self.settings.weights, self.model.prepared
+        images = bool(shape.images) and weights.image_locality > 0
+        rc, rm = req.cpu, req.memory
+        simple = not req.storage and not req.extended and not any(lim.extended for lim in limits)
+        out: list[_Candidate] = []
         for i, node in enumerate(self.nodes):
-            gate = _gate(node, label_free)
-            status = verdicts.get(gate)
-            if status is None:
-                status = verdicts[gate] = check_node(shape, node, extra)
-            if status.ok:
-                usage = usages[node.name]
-                slots = _slots_fast(req, limits[i], usage)
-                if slots > 0:
-                    out.append(_Candidate(i, node, usage, slots, ranks[i]))
-        self._score_static(shape, out)
+            gate: Hashable = (
+                (node.unschedulable, node.ready, node.pressure, node.taints)
+                if label_free
+                else node.name
+            )
+            ok = verdicts.get(gate)
+            if ok is None:
+                ok = verdicts[gate] = check_node(shape, node, extra).ok
+            if not ok:
+                continue
+            usage, lim = usages[node.name], limits[i]
+            if simple and not usage.extended:
+                slots = lim.pods - usage.pods
+                if rc > 0:
+                    slots = min(slots, (lim.cpu - usage.cpu) // rc)
+                if rm > 0:
+                    slots = min(slots, (lim.memory - usage.memory) // rm)
+            else:
+                slots = _slots_fast(req, lim, usage)
+            if slots > 0:
+                c = _Candidate(i, node, usage, slots, ranks[i])
+                if images:
+                    have = self.model.images_on(node) if prepared else node.images
+                    c.static = weights.image_locality * image_locality(shape, have)
+                out.append(c)
+        self._score_taints(shape, out)
         return out
 
-    def _score_static(self, shape: PodShape, cands: list[_Candidate]) -> None:
-        """Image locality and PreferNoSchedule parts of the score (fixed for the class)."""
-        weights = self.settings.weights
-        if shape.images and weights.image_locality:
-            images_on, prepared = self.model.images_on, self.model.prepared
+    def _score_taints(self, shape: PodShape, cands: list[_Candidate]) -> None:
+        """The PreferNoSchedule part of the score, normalised over the feasible nodes."""
+        bonus = self.settings.weights.taint_toleration
+        tainted = [(c, prefer_no_schedule_count(shape, c.node)) for c in cands if c.node.taints]
+        worst = max((count for _, count in tainted), default=0)
+        if worst == 0:
             for c in cands:
-                have = images_on(c.node) if prepared else c.node.images
-                c.static = weights.image_locality * image_locality(shape, have)
-        counts = [prefer_no_schedule_count(shape, c.node) if c.node.taints else 0 for c in cands]
-        worst = max(counts, default=0)
-        bonus = weights.taint_toleration
-        for c, count in zip(cands, counts, strict=True):
-            c.static += bonus * taint_toleration(count, worst)
+                c.static += bonus * 100.0
+            return
+        counts = dict((id(c), n) for c, n in tainted)
+        for c in cands:
+            c.static += bonus * taint_toleration(counts.get(id(c), 0), worst)
 
     def key(self, c: _Candidate, req: Resources) -> tuple[float, ...]:
         """Heap key: tier 0 (start queue below the cap) by score, tier 1 by queue length."""

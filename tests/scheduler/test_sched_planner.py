@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from sched_helpers import node_json, pod_json
 
 from scheduler import Plan, Scheduler, SchedulerSettings
@@ -205,3 +207,19 @@ def test_node_insertion_order_does_not_change_the_plan() -> None:
         return s.plan(sandboxes(100), now=0.0)
 
     assert run(names) == run(list(reversed(names))) == run(names[20:] + names[:20])
+
+
+def test_extended_resources_and_storage_are_counted() -> None:
+    s = cluster(2, SchedulerSettings(max_starting_per_node=None), storage="10Gi")
+    s.upsert_node(node_json("gpu", storage="10Gi", extended={"nvidia.com/gpu": "2"}))
+    gpu_pods = sandboxes(3, prefix="g", extra={"nvidia.com/gpu": "1"})
+    disk_pods = sandboxes(7, prefix="d", extra={"ephemeral-storage": "3Gi"})
+    plan = s.plan(gpu_pods + disk_pods, now=0.0)
+    placed = {a.uid: a.node for a in plan.assignments}
+    assert [placed.get(f"g{i}") for i in range(3)] == ["gpu", "gpu", None]
+    gpu_reason = next(u for u in plan.unschedulable if u.uid == "g2").message
+    assert gpu_reason == "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    # 10Gi per node holds three 3Gi pods: 9 slots over 3 nodes for 7 pods.
+    assert sum(1 for i in range(7) if f"d{i}" in placed) == 7
+    assert max(Counter(placed[f"d{i}"] for i in range(7)).values()) <= 3
+    assert s.usage("gpu").requested.extended == (("nvidia.com/gpu", 2),)
