@@ -217,6 +217,7 @@ class _Batch:
         usages, req, ranks, limits = self.model.usage, shape.requests, self.ranks, self.limits
         weights, prepared = self.settings.weights, self.model.prepared
         images = bool(shape.images) and weights.image_locality > 0
+        only = shape.images[0] if len(shape.images) == 1 else None  # the usual single image
         rc, rm = req.cpu, req.memory
         simple = not req.storage and not req.extended and not any(lim.extended for lim in limits)
         out: list[_Candidate] = []
@@ -244,7 +245,10 @@ class _Batch:
                 c = _Candidate(i, node, usage, slots, ranks[i])
                 if images:
                     have = self.model.images_on(node) if prepared else node.images
-                    c.static = weights.image_locality * image_locality(shape, have)
+                    local = (
+                        (100.0 if only in have else 0.0) if only else image_locality(shape, have)
+                    )
+                    c.static = weights.image_locality * local
                 out.append(c)
         self._score_taints(shape, out)
         return out
@@ -276,7 +280,7 @@ class _Batch:
         cands = self.candidates(shape)
         req, cap = shape.requests, self.settings.max_starting_per_node
         by_idx = {c.idx: c for c in cands}
-        heap = [self.key(c, req) for c in cands if c.slots > 0]
+        heap = [self.key(c, req) for c in cands]
         heapq.heapify(heap)
         pos, total = 0, len(pods)
         # Tier 0: pack, a whole run per pop (a node's score only rises as it fills).
