@@ -20,6 +20,8 @@ def test_quick_bench_figures_are_consistent() -> None:
     small = results["20 nodes"]
     assert small["placed"] == QUICK.pods
     assert small["nodes_used_packing"] >= small["lower_bound_nodes"]
+    assert small["nodes_used_burst"] >= small["lower_bound_nodes_burst"]
+    assert results["200 nodes"]["max_per_node_burst"] <= 20  # capacity allows the cap
     assert small["max_per_node_burst"] >= 1
     assert results["memory"]["pods"] == QUICK.memory_pods
     assert results["events"]["us_per_event_median"] > 0
