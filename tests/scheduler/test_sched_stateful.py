@@ -32,6 +32,7 @@ class Cluster(RuleBasedStateMachine):
         self.reserved: dict[str, tuple[str, float]] = {}  # uid -> (node, deadline)
         self.sizes: dict[str, tuple[str, str]] = {}
         self.counter = 0
+        self.cordoned: set[str] = set()
 
     @initialize()
     def nodes(self) -> None:
@@ -63,6 +64,7 @@ class Cluster(RuleBasedStateMachine):
             pods.append(pod_json(uid, *size))
         plan = self.s.plan(pods, now=self.now)
         assert len(plan.assignments) + len(plan.unschedulable) == count
+        assert not {a.node for a in plan.assignments} & self.cordoned
         for a in plan.assignments:
             self.reserved[a.uid] = (a.node, self.now + 10.0)
 
@@ -126,6 +128,14 @@ class Cluster(RuleBasedStateMachine):
         obj = pod_json(uid, *size, node=node, phase="Running")
         self.bound[uid] = obj
         self.s.upsert_pod(obj)
+
+    @rule(node=st.sampled_from(sorted(NODES)), cordon=st.booleans())
+    def node_updated(self, node: str, cordon: bool) -> None:
+        """A Node update (cordon/uncordon) replaces the node's object, not its usage."""
+        self.cordoned.discard(node)
+        if cordon:
+            self.cordoned.add(node)
+        self.s.upsert_node(node_json(node, *NODES[node], unschedulable=cordon))
 
     @invariant()
     def never_overcommitted_and_model_matches_a_recount(self) -> None:
