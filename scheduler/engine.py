@@ -47,6 +47,11 @@ class Scheduler:
     def delete_pod(self, pod: Pod | Mapping[str, Any] | str) -> None:
         self.model.delete_pod(pod)
 
+    def decode_pod(self, obj: Mapping[str, Any]) -> Pod:
+        """Decode a pending pod once, when its watch event arrives, for a later :meth:`plan`
+        (plans accept JSON too, but decoding is the larger part of their cost)."""
+        return self.model.decoder.pod(obj)
+
     def set_prepared_images(self, node: str, images: Iterable[str]) -> None:
         """Record the images the node agent has prepared on ``node`` (image locality)."""
         self.model.set_prepared_images(node, images)
@@ -81,4 +86,13 @@ class Scheduler:
         return capacity_left(node_limit(info, self.settings), self.model.usage[node])
 
     def usage(self, node: str) -> UsageSnapshot:
+        """Requested resources, pod count, start queue and assumed pods on ``node``."""
         return self.model.usage_of(node)
+
+    def stats(self) -> dict[str, int]:
+        """Sizes for metrics: nodes, pods counted on nodes, open reservations."""
+        return {
+            "nodes": len(self.model.nodes),
+            "pods": self.model.held_pods(),
+            "reserved": len(self.model.ledger),
+        }

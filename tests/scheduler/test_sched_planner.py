@@ -223,3 +223,11 @@ def test_extended_resources_and_storage_are_counted() -> None:
     assert sum(1 for i in range(7) if f"d{i}" in placed) == 7
     assert max(Counter(placed[f"d{i}"] for i in range(7)).values()) <= 3
     assert s.usage("gpu").requested.extended == (("nvidia.com/gpu", 2),)
+
+
+def test_decode_once_then_plan_and_stats() -> None:
+    s = cluster(2)
+    s.upsert_pod(pod_json("running", node="n000", phase="Running"))
+    pods = [s.decode_pod(obj) for obj in sandboxes(3)]
+    assert len(s.plan(pods, now=0.0).assignments) == 3
+    assert s.stats() == {"nodes": 2, "pods": 1, "reserved": 3}
