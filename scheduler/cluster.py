@@ -178,7 +178,13 @@ class ClusterModel:
             self._usage(old[0]).add(old[1], -1, old[2])
 
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
-        """Apply a watch event (``kind`` "Node" or "Pod"; type ADDED/MODIFIED/DELETED)."""
+        """Apply a watch event (``kind`` "Node" or "Pod"; type ADDED/MODIFIED/DELETED).
+
+        BOOKMARK and ERROR events carry no object change; the informer handles them, and
+        passing one here is a caller bug, reported as ValueError.
+        """
+        if event_type not in ("ADDED", "MODIFIED", "DELETED"):
+            raise ValueError(f"unsupported event type {event_type!r}")
         if kind == "Node":
             if event_type == "DELETED":
                 self.delete_node(obj["metadata"]["name"])

@@ -81,6 +81,8 @@ def test_watch_events_and_unknown_kind() -> None:
     assert "n1" not in model.nodes
     with pytest.raises(ValueError, match="unsupported kind"):
         model.apply("Service", "ADDED", {})
+    with pytest.raises(ValueError, match="unsupported event type"):
+        model.apply("Pod", "BOOKMARK", {"metadata": {"resourceVersion": "5"}})
 
 
 def test_pods_may_arrive_before_their_node() -> None:
