@@ -272,7 +272,3 @@ class ClusterModel:
     def placed_uids(self) -> tuple[Container[str], Container[str]]:
         """Uids counted on a node, and uids reserved in the ledger (read-only views)."""
         return self._held.keys(), self.ledger.uids()
-
-    def is_placed(self, uid: str) -> bool:
-        """Is ``uid`` counted on a node or reserved in the ledger?"""
-        return uid in self._held or uid in self.ledger

@@ -179,13 +179,6 @@ def _slots_fast(req: Resources, limit: Capacity, usage: NodeUsage) -> int:
     return max(slots, 0)
 
 
-def _gate(node: NodeInfo, label_free: bool) -> Hashable:
-    """What the node filters read; nodes with equal gates get equal verdicts."""
-    if label_free:
-        return (node.unschedulable, node.ready, node.pressure, node.taints)
-    return node.name
-
-
 class _Batch:
     """One call of :func:`plan_batch`: the nodes, their limits and the output lists."""
 
