@@ -161,8 +161,16 @@ def check_node(shape: PodShape, node: NodeInfo, extra: tuple[NodeFilter, ...] = 
 
 
 def check_capacity(shape: PodShape, free: Capacity) -> Status:
-    """Run the capacity filters in order; the first failure is the node's status."""
-    return _first_failure(f(shape, free) for f in capacity_filters())
+    """Run the capacity filters and merge their reasons.
+
+    In kube-scheduler, "Too many pods" and "Insufficient <resource>" come from one plugin
+    (NodeResourcesFit), so a node short of pod slots *and* CPU reports both; merging keeps
+    the messages identical.
+    """
+    failed = [s for s in (f(shape, free) for f in capacity_filters()) if not s.ok]
+    if len(failed) <= 1:
+        return failed[0] if failed else Status()
+    return Status(max(s.code for s in failed), tuple(r for s in failed for r in s.reasons))
 
 
 def _slots_fast(req: Resources, limit: Capacity, usage: NodeUsage) -> int:
