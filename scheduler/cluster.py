@@ -228,6 +228,18 @@ class ClusterModel:
         usage.add(requests, len(batch), True)
         usage.assumed += len(batch)
 
+    def extend(self, uids: Iterable[str], deadline: float) -> int:
+        """Move the deadline of the reservations of ``uids`` (unknown uids are ignored);
+        returns how many were reserved."""
+        groups: dict[int, tuple[Reservation, list[str]]] = {}
+        for uid in uids:
+            r = self.ledger.get(uid)
+            if r is not None:
+                groups.setdefault(id(r), (r, []))[1].append(uid)
+        for r, members in groups.values():
+            self.ledger.add(tuple(members), Reservation(r.node, r.requests, deadline))
+        return sum(len(members) for _, members in groups.values())
+
     def forget(self, uid: str) -> bool:
         """Drop the reservation for ``uid`` (bind failed). Idempotent; True if one existed."""
         return self._release(uid) is not None

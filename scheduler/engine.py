@@ -60,8 +60,9 @@ class Scheduler:
     def plan(
         self, pending: Iterable[Pod | Mapping[str, Any]], now: float, *, reserve: bool = True
     ) -> Plan:
-        """Place ``pending`` pods. Assignments are reserved until confirmed by a pod event
-        showing the binding, :meth:`forget`, or expiry at ``now + assume_ttl_s``.
+        """Place ``pending`` pods. Assignments are reserved until a pod event shows the
+        binding (confirm), :meth:`forget`, or expiry: ``now + bind_timeout_s``, shortened
+        to ``assume_ttl_s`` after :meth:`finish_binding`.
 
         With ``reserve=False`` the plan is a dry run and the model is left unchanged.
         """
@@ -71,12 +72,18 @@ class Scheduler:
                 self.model.forget(assignment.uid)
         return result
 
+    def finish_binding(self, uids: Iterable[str], now: float) -> int:
+        """The binds of ``uids`` succeeded: keep their reservations ``assume_ttl_s`` more
+        seconds for the watch to confirm them (kube-scheduler's FinishBinding). Returns how
+        many were still reserved (the watch may have confirmed some already)."""
+        return self.model.extend(uids, now + self.settings.assume_ttl_s)
+
     def forget(self, uid: str) -> bool:
         """Release a reservation (the bind failed). Idempotent."""
         return self.model.forget(uid)
 
     def expire(self, now: float) -> list[str]:
-        """Release reservations older than the TTL; returns their uids."""
+        """Release reservations whose deadline passed; returns their uids."""
         return self.model.expire(now)
 
     # -- queries -------------------------------------------------------------------------

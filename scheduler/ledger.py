@@ -5,7 +5,10 @@ a bind request and a watch round trip. Without a reservation the next plan would
 capacity as still free and overcommit it. kube-scheduler solves this with "assumed pods";
 this is the same idea for batches:
 
-- ``reserve`` when the plan assigns a pod (capacity is taken at once);
+- ``reserve`` when the plan assigns a pod (capacity is taken at once), with a generous
+  deadline for the controller to bind it;
+- the deadline is shortened to a TTL when the bind call succeeded ("finish binding"), like
+  kube-scheduler's assumed pods: the watch should show the pod within seconds;
 - ``confirm`` when the pod is observed bound (the real pod then holds the capacity);
 - ``forget`` when the bind failed, and ``expire(now)`` for reservations whose confirmation
   never came (a lost bind, a crashed binder). ``forget`` is idempotent.

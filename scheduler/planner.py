@@ -194,7 +194,7 @@ class _Batch:
         self, model: ClusterModel, settings: SchedulerSettings, table: NodeTable, now: float
     ) -> None:
         self.model, self.settings = model, settings
-        self.deadline = now + settings.assume_ttl_s
+        self.deadline = now + settings.bind_timeout_s
         self.nodes, self.limits, self.ranks = table.refresh(
             model.nodes, model.node_set_version, model.node_version
         )

@@ -99,11 +99,23 @@ def test_reservations_are_seen_by_the_next_plan() -> None:
 
 
 def test_expired_reservations_free_capacity() -> None:
-    s = cluster(1, SchedulerSettings(assume_ttl_s=5.0), pods="1")
+    s = cluster(1, SchedulerSettings(bind_timeout_s=5.0), pods="1")
     s.plan([pod_json("a")], now=100.0)
     assert s.expire(104.0) == []
     assert s.expire(105.0) == ["a"]
     assert len(s.plan([pod_json("b")], now=106.0).assignments) == 1
+
+
+def test_finish_binding_starts_the_assumed_ttl() -> None:
+    s = cluster(1, SchedulerSettings(bind_timeout_s=300.0, assume_ttl_s=30.0), pods="3")
+    s.plan([pod_json("a"), pod_json("b"), pod_json("c")], now=0.0)
+    # Binds of a and b succeeded at t=10; c's bind is still in flight.
+    assert s.finish_binding(["a", "b", "unknown"], now=10.0) == 2
+    assert s.expire(39.0) == []
+    assert sorted(s.expire(40.0)) == ["a", "b"]  # the watch never confirmed them
+    assert s.expire(299.0) == []
+    assert s.expire(300.0) == ["c"]
+    assert s.usage("n000").pods == 0
 
 
 def test_dry_run_leaves_the_model_unchanged() -> None:

@@ -159,3 +159,5 @@ def test_invalid_settings_are_rejected() -> None:
         SchedulerSettings(max_starting_per_node=0)
     with pytest.raises(ValueError, match="assume_ttl_s"):
         SchedulerSettings(assume_ttl_s=0)
+    with pytest.raises(ValueError, match="bind_timeout_s"):
+        SchedulerSettings(bind_timeout_s=-1)

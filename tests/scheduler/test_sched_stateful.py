@@ -26,7 +26,9 @@ MEM_MI = {"512Mi": 512, "1Gi": 1024, "256Mi": 256}
 class Cluster(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.s = Scheduler(SchedulerSettings(max_starting_per_node=3, assume_ttl_s=10.0))
+        self.s = Scheduler(
+            SchedulerSettings(max_starting_per_node=3, bind_timeout_s=10.0, assume_ttl_s=4.0)
+        )
         self.now = 0.0
         self.bound: dict[str, dict[str, Any]] = {}  # uid -> pod object as last sent
         self.reserved: dict[str, tuple[str, float]] = {}  # uid -> (node, deadline)
@@ -77,6 +79,14 @@ class Cluster(RuleBasedStateMachine):
         obj = pod_json(uid, *self.sizes[uid], node=node, phase=phase)
         self.bound[uid] = obj
         self.s.upsert_pod(obj)
+
+    @precondition(lambda self: self.reserved)
+    @rule(data=st.data())
+    def bind_succeeded(self, data: st.DataObject) -> None:
+        """The bind call returned 201; the watch has not shown the pod yet."""
+        uid = data.draw(st.sampled_from(sorted(self.reserved)))
+        assert self.s.finish_binding([uid], self.now) == 1
+        self.reserved[uid] = (self.reserved[uid][0], self.now + 4.0)
 
     @precondition(lambda self: self.reserved)
     @rule(data=st.data())
