@@ -92,6 +92,8 @@ class Plan:
     skipped: tuple[str, ...] = ()
     #: Number of equivalence classes the batch formed.
     classes: int = 0
+    #: Objects that are not valid pods (uid, reason); the rest of the batch is planned.
+    rejected: tuple[tuple[str, str], ...] = ()
 
     def by_node(self) -> dict[str, int]:
         """Pods assigned per node."""
@@ -374,15 +376,23 @@ class _Batch:
 
 def _group(
     model: ClusterModel, pending: Iterable[Pod | Mapping[str, Any]]
-) -> tuple[dict[PodShape, list[Pod]], list[str]]:
-    """Equivalence classes in first-seen order, and the uids to skip."""
+) -> tuple[dict[PodShape, list[Pod]], list[str], list[tuple[str, str]]]:
+    """Equivalence classes in first-seen order, the uids to skip, and rejected objects."""
     classes: dict[PodShape, list[Pod]] = {}
     skipped: list[str] = []
+    rejected: list[tuple[str, str]] = []
     seen: set[str] = set()
     held, reserved = model.placed_uids()
     decode = model.decoder.pod
     for item in pending:
-        pod = item if item.__class__ is Pod else decode(item)  # type: ignore[arg-type]
+        if item.__class__ is Pod:
+            pod: Pod = item
+        else:
+            try:
+                pod = decode(item)  # type: ignore[arg-type]
+            except (ValueError, KeyError, TypeError, AttributeError) as err:
+                rejected.append((_uid_of(item), f"invalid pod: {err!s}"))
+                continue
         uid = pod.uid
         if uid in seen or uid in held or uid in reserved or pod.node_name is not None:
             skipped.append(uid)
@@ -392,7 +402,14 @@ def _group(
         if group is None:
             group = classes[pod.shape] = []
         group.append(pod)
-    return classes, skipped
+    return classes, skipped, rejected
+
+
+def _uid_of(obj: object) -> str:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return "?"
+    return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
 
 
 def _class_order(model: ClusterModel, classes: dict[PodShape, list[Pod]]) -> list[PodShape]:
@@ -420,7 +437,7 @@ def plan_batch(
     Pass the same ``table`` (built with the same settings) to successive calls to reuse the
     per-node facts; without one, they are computed afresh.
     """
-    classes, skipped = _group(model, pending)
+    classes, skipped, rejected = _group(model, pending)
     batch = _Batch(model, settings, table or NodeTable(settings), now)
     for shape in _class_order(model, classes):
         batch.place_class(shape, classes[shape])
@@ -431,4 +448,5 @@ def plan_batch(
         tuple(batch.deferred),
         tuple(skipped),
         len(classes),
+        tuple(rejected),
     )

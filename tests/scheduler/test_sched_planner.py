@@ -243,3 +243,14 @@ def test_decode_once_then_plan_and_stats() -> None:
     pods = [s.decode_pod(obj) for obj in sandboxes(3)]
     assert len(s.plan(pods, now=0.0).assignments) == 3
     assert s.stats() == {"nodes": 2, "pods": 1, "reserved": 3}
+
+
+def test_invalid_pods_are_rejected_without_failing_the_batch() -> None:
+    s = cluster(1)
+    bad_quantity = pod_json("bad", cpu="lots")
+    no_containers = {"metadata": {"uid": "empty"}, "spec": {"containers": [{"image": 5}]}}
+    not_a_pod = {"metadata": "nope"}
+    plan = s.plan([bad_quantity, pod_json("good"), no_containers, not_a_pod], now=0.0)
+    assert [a.uid for a in plan.assignments] == ["good"]
+    assert [uid for uid, _ in plan.rejected] == ["bad", "empty", "?"]
+    assert plan.rejected[0][1] == "invalid pod: not a quantity: 'lots'"
