@@ -110,6 +110,8 @@ class ClusterModel:
         self.node_set_version = 0
         #: Changes on every node add, update or removal.
         self.node_version = 0
+        #: Changes whenever a node's set of prepared images changes.
+        self.prepared_version = 0
 
     # -- nodes -------------------------------------------------------------------------
     def upsert_node(self, node: NodeInfo | Mapping[str, Any]) -> NodeInfo:
@@ -127,11 +129,13 @@ class ClusterModel:
         if self.nodes.pop(name, None) is not None:
             self.node_set_version += 1
             self.node_version += 1
-        self.prepared.pop(name, None)
+        if self.prepared.pop(name, None) is not None:
+            self.prepared_version += 1
 
     def set_prepared_images(self, node: str, images: Iterable[str]) -> None:
         """Images the node agent reports as pulled and ready on ``node``."""
         self.prepared[node] = frozenset(self.decoder.image(i) for i in images)
+        self.prepared_version += 1
 
     def images_on(self, node: NodeInfo) -> Collection[str]:
         """Images present (node.status.images) or prepared (node agent) on ``node``."""

@@ -15,7 +15,8 @@ from typing import Any
 from scheduler.cluster import ClusterModel, UsageSnapshot
 from scheduler.filters import Capacity
 from scheduler.model import NodeInfo, Pod
-from scheduler.planner import Plan, capacity_left, plan_batch
+from scheduler.plan import Plan, capacity_left
+from scheduler.planner import plan_batch
 from scheduler.settings import SchedulerSettings
 from scheduler.table import NodeTable, node_limit
 

@@ -3,22 +3,19 @@
 How it stays fast (the reference burst is 11,858 pods at once):
 
 1. *Equivalence classes.* Sandboxes of one task are identical, so pods are grouped by
-   :class:`PodShape` (requests, tolerations, selectors, images, priority). Filters and
-   static scores run once per (class, node), not once per pod.
-2. *Slot counts.* For each feasible node, the number of pods of the class that still fit
+   :class:`PodShape` (requests, tolerations, selectors, images, priority); classes that
+   differ only in their images form a *group*. Filters and slot counts run once per
+   (group, node), not once per pod or per image.
+2. *Slot counts.* For each feasible node, the number of pods of the group that still fit
    (``min(free_r // request_r)`` over resources and free pod slots) is computed once.
-3. *A heap of nodes.* Nodes are ranked in a binary heap; placing pods costs O(log nodes) per
-   heap operation. Under packing a node stays the best choice while it fills (its score only
-   rises), so a whole run of pods goes onto it in one step.
+3. *Heaps of nodes.* Nodes are ranked in binary heaps; a placement costs O(log nodes), and
+   under packing a whole run of pods goes onto the best node in one step (placer.py).
 
-The ranking is two-tiered, which is the burst policy:
-
-- tier 0, nodes whose *start queue* (pods bound but not yet running, including assumed ones)
-  is below ``max_starting_per_node``: ranked by score, packing first. In steady state every
-  node is in tier 0, so the planner packs;
-- tier 1, nodes already at the cap: only used when all tier-0 capacity is gone, ranked by
-  the shortest start queue, so an oversized burst is spread evenly and no kubelet becomes
-  the bottleneck (or held back entirely with ``defer_over_cap``).
+The ranking is two-tiered, which is the burst policy: nodes whose *start queue* (pods bound
+but not yet running, including assumed ones) is below ``max_starting_per_node`` come first,
+ranked by score (packing first), so steady state packs; once every feasible node is at the
+cap, the rest is spread so the start queues stay level (or held back with
+``defer_over_cap``).
 
 Every assignment is reserved in the assumed ledger as it is made, so later classes in the
 same plan, and later plans, see the capacity as taken.
@@ -26,20 +23,21 @@ same plan, and later plans, see the capacity as taken.
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
 
-from scheduler.cluster import ClusterModel, NodeUsage
-from scheduler.filters import Capacity, NodeFilter, capacity_filters, node_filters
-from scheduler.messages import reason_histogram, unschedulable_message
-from scheduler.model import NodeInfo, Pod, PodShape, Resources, Status
-from scheduler.scores import (
-    image_locality,
-    most_allocated,
-    prefer_no_schedule_count,
-    taint_toleration,
+from scheduler.cluster import ClusterModel
+from scheduler.model import Pod, PodShape
+from scheduler.placer import Placer
+from scheduler.plan import (
+    Assignment,
+    Plan,
+    Unschedulable,
+    capacity_left,
+    check_capacity,
+    check_node,
+    slots_for,
 )
 from scheduler.settings import SchedulerSettings
 from scheduler.table import NodeTable
@@ -54,324 +52,6 @@ __all__ = [
     "plan_batch",
     "slots_for",
 ]
-
-
-class Assignment(NamedTuple):
-    """Pod ``uid`` goes to ``node`` (a named tuple: a plan holds thousands of them)."""
-
-    uid: str
-    node: str
-    namespace: str = ""
-    name: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Unschedulable:
-    """A pod no node can take now, with kube-scheduler's message and reason counts."""
-
-    uid: str
-    message: str
-    reasons: tuple[tuple[str, int], ...]
-    namespace: str = ""
-    name: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """The outcome of one batch: who goes where, and why the rest cannot go anywhere.
-
-    Every assignment is already reserved in the assumed ledger (unless planned with
-    ``reserve=False``); bind them, and ``forget`` the ones whose bind fails.
-    """
-
-    assignments: tuple[Assignment, ...]
-    unschedulable: tuple[Unschedulable, ...] = ()
-    #: Pods held back because every node's start queue is full (``defer_over_cap``).
-    deferred: tuple[str, ...] = ()
-    #: Pods not planned: already bound, already reserved, or listed twice.
-    skipped: tuple[str, ...] = ()
-    #: Number of equivalence classes the batch formed.
-    classes: int = 0
-    #: Objects that are not valid pods (uid, reason); the rest of the batch is planned.
-    rejected: tuple[tuple[str, str], ...] = ()
-
-    def by_node(self) -> dict[str, int]:
-        """Pods assigned per node."""
-        out: dict[str, int] = {}
-        for a in self.assignments:
-            out[a.node] = out.get(a.node, 0) + 1
-        return out
-
-    @property
-    def nodes_used(self) -> int:
-        return len(self.by_node())
-
-
-def capacity_left(limit: Capacity, usage: NodeUsage) -> Capacity:
-    """Free capacity for new pods: the node's limit (after headroom) minus actual + assumed."""
-    extended = limit.extended
-    if extended or usage.extended:
-        names = {n for n, _ in extended} | set(usage.extended)
-        have = dict(extended)
-        extended = tuple(sorted((n, have.get(n, 0) - usage.extended.get(n, 0)) for n in names))
-    return Capacity(
-        limit.cpu - usage.cpu,
-        limit.memory - usage.memory,
-        limit.storage - usage.storage,
-        limit.pods - usage.pods,
-        extended,
-    )
-
-
-def slots_for(req: Resources, free: Capacity) -> int:
-    """How many more pods requesting ``req`` fit in ``free`` (consistent with the filters)."""
-    slots = free.pods
-    if req.cpu > 0:
-        slots = min(slots, free.cpu // req.cpu)
-    if req.memory > 0:
-        slots = min(slots, free.memory // req.memory)
-    if req.storage > 0:
-        slots = min(slots, free.storage // req.storage)
-    if req.extended:
-        have = dict(free.extended)
-        for name, value in req.extended:
-            if value > 0:
-                slots = min(slots, have.get(name, 0) // value)
-    return max(slots, 0)
-
-
-class _Candidate:
-    """A feasible node while one class is being placed."""
-
-    __slots__ = ("idx", "node", "rank", "slots", "static", "usage")
-
-    def __init__(self, idx: int, node: NodeInfo, usage: NodeUsage, slots: int, rank: int) -> None:
-        self.idx, self.node, self.usage, self.slots, self.rank = idx, node, usage, slots, rank
-        self.static = 0.0
-
-
-def _first_failure(statuses: Iterable[Status]) -> Status:
-    for status in statuses:
-        if not status.ok:
-            return status
-    return Status()
-
-
-def check_node(shape: PodShape, node: NodeInfo, extra: tuple[NodeFilter, ...] = ()) -> Status:
-    """Run the node filters (built-in, then ``extra``) in order; the first failure counts."""
-    return _first_failure(f(shape, node) for f in node_filters() + extra)
-
-
-def check_capacity(shape: PodShape, free: Capacity) -> Status:
-    """Run the capacity filters and merge their reasons.
-
-    In kube-scheduler, "Too many pods" and "Insufficient <resource>" come from one plugin
-    (NodeResourcesFit), so a node short of pod slots *and* CPU reports both; merging keeps
-    the messages identical.
-    """
-    failed = [s for s in (f(shape, free) for f in capacity_filters()) if not s.ok]
-    if len(failed) <= 1:
-        return failed[0] if failed else Status()
-    return Status(max(s.code for s in failed), tuple(r for s in failed for r in s.reasons))
-
-
-def _slots_fast(req: Resources, limit: Capacity, usage: NodeUsage) -> int:
-    """``slots_for(req, capacity_left(limit, usage))`` without building the Capacity."""
-    if req.extended or usage.extended or limit.extended:
-        return slots_for(req, capacity_left(limit, usage))
-    slots = limit.pods - usage.pods
-    if req.cpu > 0:
-        slots = min(slots, (limit.cpu - usage.cpu) // req.cpu)
-    if req.memory > 0:
-        slots = min(slots, (limit.memory - usage.memory) // req.memory)
-    if req.storage > 0:
-        slots = min(slots, (limit.storage - usage.storage) // req.storage)
-    return max(slots, 0)
-
-
-class _Batch:
-    """One call of :func:`plan_batch`: the nodes, their limits and the output lists."""
-
-    def __init__(
-        self, model: ClusterModel, settings: SchedulerSettings, table: NodeTable, now: float
-    ) -> None:
-        self.model, self.settings = model, settings
-        self.deadline = now + settings.bind_timeout_s
-        self.nodes, self.limits, self.ranks = table.refresh(
-            model.nodes, model.node_set_version, model.node_version
-        )
-        self.assignments: list[Assignment] = []
-        self.unschedulable: list[Unschedulable] = []
-        self.deferred: list[str] = []
-        self.failed: list[tuple[PodShape, list[Pod]]] = []
-
-    def candidates(self, shape: PodShape) -> list[_Candidate]:
-        """Feasible nodes with free slots and their static scores, in one pass.
-
-        Node filters run once per distinct node *gate* (taints, conditions, cordon; plus
-        labels when the class selects on them), so a uniform 5,000-node cluster costs a
-        handful of filter calls per class instead of tens of thousands. This loop is the
-        fixed cost of a plan on a big cluster, hence the inlined arithmetic.
-        """
-        extra = self.settings.extra_node_filters
-        # Plugins may read anything on the node: then every node is judged on its own.
-        label_free = not shape.node_selector and shape.affinity is None and not extra
-        verdicts: dict[Hashable, bool] = {}
-        usages, req, ranks, limits = self.model.usage, shape.requests, self.ranks, self.limits
-        weights, prepared = self.settings.weights, self.model.prepared
-        images = bool(shape.images) and weights.image_locality > 0
-        only = shape.images[0] if len(shape.images) == 1 else None  # the usual single image
-        rc, rm = req.cpu, req.memory
-        simple = not req.storage and not req.extended and not any(lim.extended for lim in limits)
-        out: list[_Candidate] = []
-        for i, node in enumerate(self.nodes):
-            gate: Hashable = (
-                (node.unschedulable, node.ready, node.pressure, node.taints)
-                if label_free
-                else node.name
-            )
-            ok = verdicts.get(gate)
-            if ok is None:
-                ok = verdicts[gate] = check_node(shape, node, extra).ok
-            if not ok:
-                continue
-            usage, lim = usages[node.name], limits[i]
-            if simple and not usage.extended:
-                slots = lim.pods - usage.pods
-                if rc > 0:
-                    slots = min(slots, (lim.cpu - usage.cpu) // rc)
-                if rm > 0:
-                    slots = min(slots, (lim.memory - usage.memory) // rm)
-            else:
-                slots = _slots_fast(req, lim, usage)
-            if slots > 0:
-                c = _Candidate(i, node, usage, slots, ranks[i])
-                if images:
-                    have = self.model.images_on(node) if prepared else node.images
-                    local = (
-                        (100.0 if only in have else 0.0) if only else image_locality(shape, have)
-                    )
-                    c.static = weights.image_locality * local
-                out.append(c)
-        self._score_taints(shape, out)
-        return out
-
-    def _score_taints(self, shape: PodShape, cands: list[_Candidate]) -> None:
-        """The PreferNoSchedule part of the score, normalised over the feasible nodes."""
-        bonus = self.settings.weights.taint_toleration
-        tainted = [(c, prefer_no_schedule_count(shape, c.node)) for c in cands if c.node.taints]
-        worst = max((count for _, count in tainted), default=0)
-        if worst == 0:
-            for c in cands:
-                c.static += bonus * 100.0
-            return
-        counts = dict((id(c), n) for c, n in tainted)
-        for c in cands:
-            c.static += bonus * taint_toleration(counts.get(id(c), 0), worst)
-
-    def key(self, c: _Candidate, req: Resources) -> tuple[float, ...]:
-        """Heap key: tier 0 (start queue below the cap) by score, tier 1 by queue length."""
-        u, cap = c.usage, self.settings.max_starting_per_node
-        pack = most_allocated(c.node.allocatable, u.cpu + req.cpu, u.memory + req.memory)
-        score = c.static + self.settings.weights.packing * pack
-        if cap is None or u.starting < cap:
-            return (0, -score, c.rank, c.idx)
-        return (1, u.starting, -score, c.rank, c.idx)
-
-    def place_class(self, shape: PodShape, pods: list[Pod]) -> None:
-        """Place one equivalence class: tier 0 by heap, then tier 1 by levelling."""
-        cands = self.candidates(shape)
-        req, cap = shape.requests, self.settings.max_starting_per_node
-        by_idx = {c.idx: c for c in cands}
-        heap = [self.key(c, req) for c in cands]
-        heapq.heapify(heap)
-        pos, total = 0, len(pods)
-        # Tier 0: pack, a whole run per pop (a node's score only rises as it fills).
-        while pos < total and heap and heap[0][0] == 0:
-            c = by_idx[int(heap[0][-1])]
-            run = c.slots if cap is None else min(c.slots, cap - c.usage.starting)
-            run = min(run, total - pos)
-            self._assign(c, pods[pos : pos + run], req)
-            pos += run
-            c.slots -= run
-            if c.slots > 0:
-                heapq.heapreplace(heap, self.key(c, req))
-            else:
-                heapq.heappop(heap)
-        rest = pods[pos:]
-        if rest and heap:
-            if self.settings.defer_over_cap:
-                self.deferred.extend(p.uid for p in rest)
-                return
-            # Tier 1: every start queue is full; level the queues (water-filling).
-            placed = self._spread([(k, by_idx[int(k[-1])]) for k in heap], rest, req)
-            rest = rest[placed:]
-        if rest:
-            self.failed.append((shape, rest))
-
-    def _spread(
-        self, tier1: list[tuple[tuple[float, ...], _Candidate]], pods: list[Pod], req: Resources
-    ) -> int:
-        """Place pods so the longest start queue is as short as possible; returns the count.
-
-        Finds the lowest queue level L that holds the batch (binary search), fills every
-        queue up to L-1, and gives the last level to the best-scored nodes. Same result as
-        popping the shortest queue once per pod, in O(nodes log pods) instead.
-        """
-        want = min(len(pods), sum(c.slots for _, c in tier1))
-
-        def filled(level: int) -> int:
-            return sum(min(c.slots, max(0, level - c.usage.starting)) for _, c in tier1)
-
-        lo = min(c.usage.starting for _, c in tier1)
-        hi = max(c.usage.starting + c.slots for _, c in tier1)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (mid + 1, hi) if filled(mid) < want else (lo, mid)
-        runs = {c.idx: min(c.slots, max(0, lo - 1 - c.usage.starting)) for _, c in tier1}
-        extra = want - sum(runs.values())
-        last = sorted(
-            (k[2:], c)
-            for k, c in tier1
-            if c.usage.starting + runs[c.idx] == lo - 1 and runs[c.idx] < c.slots
-        )
-        for _, c in last[:extra]:
-            runs[c.idx] += 1
-        pos = 0
-        for _, c in sorted(tier1, key=lambda kc: kc[0]):
-            run = runs[c.idx]
-            if run:
-                self._assign(c, pods[pos : pos + run], req)
-                c.slots -= run
-                pos += run
-        return pos
-
-    def _assign(self, c: _Candidate, pods: Sequence[Pod], req: Resources) -> None:
-        """Reserve a run of pods on one node and record their assignments."""
-        name = c.node.name
-        # _group excluded placed, reserved and repeated uids: no need to check again.
-        self.model.reserve_many([p.uid for p in pods], name, req, self.deadline, check=False)
-        self.assignments.extend(Assignment(p.uid, name, p.namespace, p.name) for p in pods)
-
-    def explain(self) -> None:
-        """Reasons for every pod left unplaced, judged on the state at the end of the plan
-        (capacity only shrinks during a plan, so a pod that did not fit when its class was
-        placed fits nowhere now either, and the message is true when the caller reads it)."""
-        for shape, pods in self.failed:
-            statuses: list[Status] = []
-            for i, node in enumerate(self.nodes):
-                status = check_node(shape, node, self.settings.extra_node_filters)
-                if status.ok:
-                    status = check_capacity(
-                        shape, capacity_left(self.limits[i], self.model.usage[node.name])
-                    )
-                statuses.append(status)
-            histogram = reason_histogram(statuses)
-            message = unschedulable_message(len(self.nodes), histogram)
-            reasons = tuple(histogram.items())
-            self.unschedulable.extend(
-                Unschedulable(p.uid, message, reasons, p.namespace, p.name) for p in pods
-            )
 
 
 def _group(
@@ -412,17 +92,25 @@ def _uid_of(obj: object) -> str:
     return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
 
 
-def _class_order(model: ClusterModel, classes: dict[PodShape, list[Pod]]) -> list[PodShape]:
-    """Higher priority first, then bigger pods first (first-fit-decreasing packs well)."""
+def _groups(
+    model: ClusterModel, classes: dict[PodShape, list[Pod]]
+) -> list[tuple[PodShape, list[tuple[PodShape, list[Pod]]]]]:
+    """Classes grouped by everything but their images, in placement order: higher priority
+    first, then bigger pods first (first-fit-decreasing packs well), then first seen."""
     cpu = sum(n.allocatable.cpu for n in model.nodes.values()) or 1
     mem = sum(n.allocatable.memory for n in model.nodes.values()) or 1
-    first = {shape: i for i, shape in enumerate(classes)}
+    groups: dict[PodShape, list[tuple[PodShape, list[Pod]]]] = {}
+    for shape, pods in classes.items():
+        base = replace(shape, images=()) if shape.images else shape
+        groups.setdefault(base, []).append((shape, pods))
 
-    def order(shape: PodShape) -> tuple[int, float, int]:
-        req = shape.requests
-        return (-shape.priority, -max(req.cpu / cpu, req.memory / mem), first[shape])
+    def order(item: tuple[int, PodShape]) -> tuple[int, float, int]:
+        first, base = item
+        req = base.requests
+        return (-base.priority, -max(req.cpu / cpu, req.memory / mem), first)
 
-    return sorted(classes, key=order)
+    ordered = sorted(enumerate(groups), key=order)
+    return [(base, groups[base]) for _, base in ordered]
 
 
 def plan_batch(
@@ -438,14 +126,14 @@ def plan_batch(
     per-node facts; without one, they are computed afresh.
     """
     classes, skipped, rejected = _group(model, pending)
-    batch = _Batch(model, settings, table or NodeTable(settings), now)
-    for shape in _class_order(model, classes):
-        batch.place_class(shape, classes[shape])
-    batch.explain()
+    placer = Placer(model, settings, table or NodeTable(settings), now)
+    for base, members in _groups(model, classes):
+        placer.place_group(base, members)
+    placer.explain()
     return Plan(
-        tuple(batch.assignments),
-        tuple(batch.unschedulable),
-        tuple(batch.deferred),
+        tuple(placer.assignments),
+        tuple(placer.unschedulable),
+        tuple(placer.deferred),
         tuple(skipped),
         len(classes),
         tuple(rejected),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Mapping
 
+from scheduler.cluster import ClusterModel
 from scheduler.filters import Capacity
 from scheduler.model import NodeInfo
 from scheduler.settings import SchedulerSettings
@@ -48,7 +49,16 @@ def tie_rank(seed: int, name: str) -> int:
 class NodeTable:
     """Sorted nodes with their limits and ranks, refreshed incrementally."""
 
-    __slots__ = ("_entries", "_last", "_names", "_settings", "_version", "_view")
+    __slots__ = (
+        "_entries",
+        "_index",
+        "_index_key",
+        "_last",
+        "_names",
+        "_settings",
+        "_version",
+        "_view",
+    )
 
     def __init__(self, settings: SchedulerSettings) -> None:
         self._settings = settings
@@ -57,6 +67,8 @@ class NodeTable:
         self._version = -1
         self._last: tuple[int, int] | None = None
         self._view: tuple[list[NodeInfo], list[Capacity], list[int]] = ([], [], [])
+        self._index: dict[str, list[int]] = {}
+        self._index_key: tuple[int, int, int] | None = None
 
     def refresh(
         self, nodes: Mapping[str, NodeInfo], version: int, node_version: int | None = None
@@ -91,3 +103,15 @@ class NodeTable:
         self._view = (infos, limits, ranks)
         self._last = None if node_version is None else (version, node_version)
         return self._view
+
+    def image_index(self, nodes: list[NodeInfo], model: ClusterModel) -> dict[str, list[int]]:
+        """Image -> positions (in ``nodes``, the list from :meth:`refresh`) of the nodes that
+        have it present or prepared; rebuilt only when a node or a prepared set changed."""
+        key = (model.node_set_version, model.node_version, model.prepared_version)
+        if key != self._index_key:
+            index: dict[str, list[int]] = {}
+            for i, node in enumerate(nodes):
+                for image in model.images_on(node):
+                    index.setdefault(image, []).append(i)
+            self._index, self._index_key = index, key
+        return self._index
