@@ -7,8 +7,9 @@ O(images x nodes). So classes that differ only in their images form one *group*:
 judges every node once (filters by node gate, slot counts, PreferNoSchedule) and keeps one
 shared heap of nodes ranked without image locality. Each image class then adds a small heap
 of just the nodes that hold its image, ranked with the locality bonus, and takes the better
-of the two tops. Heap entries are re-keyed lazily when a node has changed since they were
-pushed, so a class costs O(pods x log nodes + nodes holding its images), not O(nodes).
+of the two tops. A node that takes pods gets a fresh entry in both heaps (its score rose);
+older entries are re-keyed or dropped when they surface (its queue filled, its slots ran
+out). A class so costs O(pods x log nodes + nodes holding its images), not O(nodes).
 
 Ranking (the burst policy): tier 0, nodes whose start queue is below the cap, by score
 (packing, locality, taints); a node stays best while it fills (its score only rises), so a
@@ -212,11 +213,15 @@ class Placer:
             self._assign(c, pods[pos : pos + run], req)
             pos += run
             c.slots -= run
-            heap = local if use_local else shared
+            heap, other = (local, shared) if use_local else (shared, local)
             if c.slots > 0:
                 heapq.heapreplace(
                     heap, self.key(c, req, bonus.get(c.idx, 0.0) if use_local else 0.0)
                 )
+                # The node's entry in the other heap is now too pessimistic (packing rises as
+                # a node fills): push a fresh one; the old one is re-keyed when it surfaces.
+                if use_local or c.idx in bonus:
+                    heapq.heappush(other, self.key(c, req, 0.0 if use_local else bonus[c.idx]))
             else:
                 heapq.heappop(heap)
         return pods[pos:]

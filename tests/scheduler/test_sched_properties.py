@@ -25,6 +25,7 @@ TAINTS = [
     {"key": "evict", "value": "", "effect": "NoExecute"},
     {"key": "soft", "value": "x", "effect": "PreferNoSchedule"},
 ]
+IMAGES = ["registry.local/a:1", "registry.local/b:1", "registry.local/c:1"]
 TOLERATIONS = [{"key": "gpu", "operator": "Exists"}, {"operator": "Exists"}]
 
 
@@ -42,6 +43,7 @@ def nodes(draw: Any) -> list[dict[str, Any]]:
                 taints=draw(st.lists(st.sampled_from(TAINTS), max_size=2, unique_by=str)),
                 unschedulable=draw(st.booleans()) and draw(st.booleans()),
                 conditions={"Ready": draw(st.sampled_from(["True", "True", "True", "False"]))},
+                images=draw(st.lists(st.sampled_from(IMAGES), max_size=2, unique=True)),
             )
         )
     return out
@@ -59,7 +61,9 @@ def pending(draw: Any) -> list[dict[str, Any]]:
             kw["tolerations"] = [draw(st.sampled_from(TOLERATIONS))]
         if draw(st.integers(0, 3)) == 0:
             kw["node_selector"] = {"zone": draw(st.sampled_from(["a", "b"]))}
-        pods += [pod_json(f"c{c}-{i}", **kw) for i in range(draw(st.integers(1, 25)))]
+        for i in range(draw(st.integers(1, 25))):
+            # Several images per class of requests: exercises groups and per-image heaps.
+            pods.append(pod_json(f"c{c}-{i}", image=draw(st.sampled_from(IMAGES)), **kw))
     return pods
 
 
