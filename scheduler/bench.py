@@ -7,8 +7,10 @@ Phases (each prints a progress line):
    placements per second, nodes used against the lower bound (with the burst cap, which
    spreads on purpose, and with pure packing);
 2. the same batch onto 5,000 nodes;
-3. memory of the model holding 5,000 nodes and 150,000 pods (tracemalloc);
-4. cost per incremental pod event (add pending / update running / delete) on that model.
+3. the same burst with one image per task (16 sandboxes per task image, each image
+   prepared on 3 nodes), at 400 and 5,000 nodes: hundreds of equivalence classes;
+4. memory of the model holding 5,000 nodes and 150,000 pods (tracemalloc);
+5. cost per incremental pod event (add pending / update running / delete) on that model.
 
 Why plans are timed on decoded pods: the controller decodes each pending pod once, when its
 watch event arrives, so decoding cost is spread over arrival and reported separately here.
@@ -52,6 +54,9 @@ class BenchConfig:
     foreign_share: float = 0.30
     seed: int = 1
     gc_freeze: bool = True
+    #: "One image per task": pods per task image, and nodes each image is prepared on.
+    pods_per_task: int = 16
+    image_copies: int = 3
 
 
 QUICK = BenchConfig(pods=600, nodes=20, big_nodes=200, memory_pods=3_000, events=2_000, runs=2)
@@ -70,12 +75,14 @@ def node_obj(name: str) -> Json:
     }
 
 
-def pod_obj(uid: str, cpu_m: int, mem_mi: int, node: str | None, phase: str) -> Json:
+def pod_obj(
+    uid: str, cpu_m: int, mem_mi: int, node: str | None, phase: str, image: str = "task:1"
+) -> Json:
     spec: Json = {
         "containers": [
             {
                 "name": "main",
-                "image": "registry.local/task:1",
+                "image": f"registry.local/{image}",
                 "resources": {"requests": {"cpu": f"{cpu_m}m", "memory": f"{mem_mi}Mi"}},
             }
         ],
@@ -184,6 +191,42 @@ def plan_phase(label: str, n_nodes: int, cfg: BenchConfig) -> dict[str, Any]:
     }
 
 
+def images_phase(label: str, n_nodes: int, cfg: BenchConfig) -> dict[str, Any]:
+    """The same burst with one image per task, each image prepared on a few nodes."""
+    tasks = -(-cfg.pods // cfg.pods_per_task)
+    progress(f"{label}: {tasks} task images, each prepared on {cfg.image_copies} nodes")
+    s = build_cluster(n_nodes, cfg, SchedulerSettings())
+    rng, names = random.Random(cfg.seed + 1), sorted(s.model.nodes)
+    prepared: dict[str, set[str]] = {name: set() for name in names}
+    for task in range(tasks):
+        for name in rng.sample(names, min(cfg.image_copies, len(names))):
+            prepared[name].add(f"registry.local/task-{task}:1")
+    for name, images in prepared.items():
+        s.set_prepared_images(name, images)
+    pods = [
+        s.decode_pod(
+            pod_obj(f"sb-{i}", 250, 512, None, "Pending", f"task-{i // cfg.pods_per_task}:1")
+        )
+        for i in range(cfg.pods)
+    ]
+    _freeze(cfg)
+    progress(f"{label}: planning {len(pods)} pods x {cfg.runs} runs (burst cap 20)")
+    times, plan = timed_plans(s, pods, cfg.runs)
+    image_of = {p.uid: p.shape.images[0] for p in pods}
+    hits = sum(1 for a in plan.assignments if image_of[a.uid] in s.model.prepared[a.node])
+    median = statistics.median(times)
+    return {
+        "phase": label,
+        "nodes": n_nodes,
+        "pods": len(pods),
+        "classes": plan.classes,
+        "placed": len(plan.assignments),
+        "plan_ms_median": median * 1e3,
+        "placements_per_s": len(plan.assignments) / median,
+        "on_a_node_with_the_image": hits,
+    }
+
+
 def memory_phase(cfg: BenchConfig) -> tuple[dict[str, Any], Scheduler]:
     per_node = cfg.memory_pods // cfg.big_nodes
     progress(f"memory: {cfg.big_nodes} nodes, {per_node * cfg.big_nodes} pods under tracemalloc")
@@ -245,6 +288,8 @@ def run(cfg: BenchConfig) -> list[dict[str, Any]]:
     results = [
         plan_phase(f"{cfg.nodes} nodes", cfg.nodes, cfg),
         plan_phase(f"{cfg.big_nodes} nodes", cfg.big_nodes, cfg),
+        images_phase(f"{cfg.nodes} nodes, image per task", cfg.nodes, cfg),
+        images_phase(f"{cfg.big_nodes} nodes, image per task", cfg.big_nodes, cfg),
     ]
     memory, big = memory_phase(cfg)
     results += [memory, event_phase(big, cfg)]

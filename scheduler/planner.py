@@ -24,7 +24,6 @@ same plan, and later plans, see the capacity as taken.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from scheduler.cluster import ClusterModel
@@ -101,7 +100,18 @@ def _groups(
     mem = sum(n.allocatable.memory for n in model.nodes.values()) or 1
     groups: dict[PodShape, list[tuple[PodShape, list[Pod]]]] = {}
     for shape, pods in classes.items():
-        base = replace(shape, images=()) if shape.images else shape
+        base = (
+            PodShape(
+                shape.requests,
+                shape.tolerations,
+                shape.node_selector,
+                shape.affinity,
+                (),
+                shape.priority,
+            )
+            if shape.images
+            else shape
+        )
         groups.setdefault(base, []).append((shape, pods))
 
     def order(item: tuple[int, PodShape]) -> tuple[int, float, int]:
