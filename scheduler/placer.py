@@ -13,8 +13,9 @@ out). A class so costs O(pods x log nodes + nodes holding its images), not O(nod
 
 Ranking (the burst policy): tier 0, nodes whose start queue is below the cap, by score
 (packing, locality, taints); a node stays best while it fills (its score only rises), so a
-whole run goes onto it at once. Tier 1, nodes at the cap, by the shortest start queue: a
-large remainder is levelled by water-filling in one step, a small one pod by pod.
+whole run goes onto it at once. Tier 1, nodes at the cap: once a class meets it, the rest of
+its group is levelled over all start queues in one water-filling step, each node taking
+pods whose image it holds first.
 """
 
 from __future__ import annotations
@@ -55,6 +56,66 @@ class _Candidate:
     def __init__(self, idx: int, node: NodeInfo, usage: NodeUsage, slots: int, rank: int) -> None:
         self.idx, self.node, self.usage, self.slots, self.rank = idx, node, usage, slots, rank
         self.static = 0.0
+
+
+def _water_fill(nodes: list[_Candidate], pods: int) -> dict[int, int]:
+    """Pods per node that keep the longest start queue as short as possible.
+
+    ``nodes`` are in preference order; the last, partly filled level goes to the first ones.
+    """
+    want = min(pods, sum(c.slots for c in nodes))
+    if want <= 0:
+        return {}
+
+    def filled(level: int) -> int:
+        return sum(min(c.slots, max(0, level - c.usage.starting)) for c in nodes)
+
+    lo = min(c.usage.starting for c in nodes)
+    hi = max(c.usage.starting + c.slots for c in nodes)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if filled(mid) < want else (lo, mid)
+    runs = {c.idx: min(c.slots, max(0, lo - 1 - c.usage.starting)) for c in nodes}
+    extra = want - sum(runs.values())
+    for c in nodes:
+        if extra <= 0:
+            break
+        if c.usage.starting + runs[c.idx] == lo - 1 and runs[c.idx] < c.slots:
+            runs[c.idx] += 1
+            extra -= 1
+    return runs
+
+
+class _NodeHeap:
+    """A heap of node keys that remembers each node's latest key.
+
+    Every change to a node pushes a fresh key, so an entry that is not its node's latest
+    is a stale duplicate and is dropped when it surfaces (instead of being re-keyed and
+    kept, which would let duplicates pile up over hundreds of classes).
+    """
+
+    __slots__ = ("entries", "latest")
+
+    def __init__(self, keys: list[Key]) -> None:
+        heapq.heapify(keys)
+        self.entries = keys
+        self.latest: dict[int, Key] = {int(k[-1]): k for k in keys}
+
+    def __len__(self) -> int:
+        return len(self.latest)
+
+    def push(self, key: Key) -> None:
+        heapq.heappush(self.entries, key)
+        self.latest[int(key[-1])] = key
+
+    def replace_top(self, key: Key) -> None:
+        heapq.heapreplace(self.entries, key)
+        self.latest[int(key[-1])] = key
+
+    def pop_top(self) -> None:
+        top = heapq.heappop(self.entries)
+        if self.latest.get(int(top[-1])) is top:
+            del self.latest[int(top[-1])]
 
 
 class Placer:
@@ -147,121 +208,120 @@ class Placer:
             return (0, -score, c.rank, c.idx)
         return (1, u.starting, -score, c.rank, c.idx)
 
-    def _top(
-        self, heap: list[Key], cands: dict[int, _Candidate], req: Resources, bonus: dict[int, float]
-    ) -> Key | None:
-        """The heap's best entry after re-keying entries whose node changed (lazy update)."""
-        while heap:
-            top = heap[0]
-            c = cands[int(top[-1])]
-            if c.slots <= 0:
-                heapq.heappop(heap)
-                continue
-            fresh = self.key(c, req, bonus.get(c.idx, 0.0))
-            if fresh == top:
+    @staticmethod
+    def _top(heap: _NodeHeap, cands: dict[int, _Candidate]) -> Key | None:
+        """The heap's best live entry; stale duplicates and full nodes are dropped.
+
+        Every change to a node (a placement) pushes its fresh key into every heap that holds
+        it, so the latest entry of a node is always current and needs no re-check.
+        """
+        entries, latest = heap.entries, heap.latest
+        while entries:
+            top = entries[0]
+            idx = int(top[-1])
+            if cands[idx].slots > 0 and latest.get(idx) is top:
                 return top
-            heapq.heapreplace(heap, fresh)
+            heap.pop_top()
         return None
 
     # -- placing ---------------------------------------------------------------------------
     def place_group(self, base: PodShape, classes: list[tuple[PodShape, list[Pod]]]) -> None:
-        """Place classes that differ only in their images, sharing one judgement of nodes."""
+        """Place classes that differ only in their images, sharing one judgement of nodes.
+
+        Once a class finds every start queue full, so will every later class of the group
+        (no node frees up during a plan): the rest of the group is then levelled in one step.
+        """
         cands = self.candidates(base)
         req = base.requests
-        shared = [self.key(c, req, 0.0) for c in cands.values()]
-        heapq.heapify(shared)
+        shared = _NodeHeap([self.key(c, req, 0.0) for c in cands.values()])
+        overflow: list[tuple[PodShape, list[Pod]]] = []
         for shape, pods in classes:
-            rest = self._place_class(shape, pods, cands, shared, req)
-            if rest:
+            if overflow:
+                overflow.append((shape, pods))
+                continue
+            rest, queues_full = self._place_class(shape, pods, cands, shared, req)
+            if queues_full:
+                overflow.append((shape, rest))
+            elif rest:
                 self.failed.append((shape, rest))
+        if overflow and self.settings.defer_over_cap:
+            self.deferred.extend(p.uid for _, pods in overflow for p in pods)
+        elif overflow:
+            self._level(overflow, cands, req)
 
     def _place_class(
         self,
         shape: PodShape,
         pods: list[Pod],
         cands: dict[int, _Candidate],
-        shared: list[Key],
+        shared: _NodeHeap,
         req: Resources,
-    ) -> list[Pod]:
-        """Place one class; returns the pods no node can take."""
+    ) -> tuple[list[Pod], bool]:
+        """Place one class on nodes below the start cap; returns the pods left and whether
+        they are left because every start queue is full (rather than every node)."""
         bonus = self._image_bonus(shape, cands)
-        local = [self.key(cands[i], req, b) for i, b in bonus.items() if cands[i].slots > 0]
-        heapq.heapify(local)
+        local = _NodeHeap([self.key(cands[i], req, b) for i, b in bonus.items() if cands[i].slots])
         cap, pos, total = self.settings.max_starting_per_node, 0, len(pods)
         while pos < total:
-            s_top, l_top = self._top(shared, cands, req, {}), self._top(local, cands, req, bonus)
+            s_top, l_top = self._top(shared, cands), self._top(local, cands)
             use_local = l_top is not None and (s_top is None or l_top < s_top)
             top = l_top if use_local else s_top
-            if top is None:
-                break
-            if top[0] == 1:  # every start queue is full
-                if self.settings.defer_over_cap:
-                    self.deferred.extend(p.uid for p in pods[pos:])
-                    return []
-                if total - pos > len(shared) // 4:  # a big remainder: level in one step
-                    pos += self._spread(pods[pos:], cands, req, bonus)
-                    break
+            if top is None or top[0] == 1:
+                return pods[pos:], top is not None
             c = cands[int(top[-1])]
-            run = (
-                1
-                if top[0] == 1
-                else c.slots
-                if cap is None
-                else min(c.slots, cap - c.usage.starting)
-            )
+            run = c.slots if cap is None else min(c.slots, cap - c.usage.starting)
             run = min(run, total - pos)
             self._assign(c, pods[pos : pos + run], req)
             pos += run
             c.slots -= run
             heap, other = (local, shared) if use_local else (shared, local)
             if c.slots > 0:
-                heapq.heapreplace(
-                    heap, self.key(c, req, bonus.get(c.idx, 0.0) if use_local else 0.0)
-                )
+                heap.replace_top(self.key(c, req, bonus.get(c.idx, 0.0) if use_local else 0.0))
                 # The node's entry in the other heap is now too pessimistic (packing rises as
-                # a node fills): push a fresh one; the old one is re-keyed when it surfaces.
+                # a node fills): push a fresh one; the old one is dropped when it surfaces.
                 if use_local or c.idx in bonus:
-                    heapq.heappush(other, self.key(c, req, 0.0 if use_local else bonus[c.idx]))
+                    other.push(self.key(c, req, 0.0 if use_local else bonus[c.idx]))
             else:
-                heapq.heappop(heap)
-        return pods[pos:]
+                heap.pop_top()
+        return [], False
 
-    def _spread(
-        self, pods: list[Pod], cands: dict[int, _Candidate], req: Resources, bonus: dict[int, float]
-    ) -> int:
-        """Place pods so the longest start queue is as short as possible; returns the count.
+    def _level(
+        self,
+        overflow: list[tuple[PodShape, list[Pod]]],
+        cands: dict[int, _Candidate],
+        req: Resources,
+    ) -> None:
+        """Spread pods over full start queues so the longest queue is as short as possible.
 
-        Finds the lowest queue level L that holds the pods (binary search), fills every
-        queue up to L-1, and gives the last level to the best-scored nodes. Same result as
-        popping the shortest queue once per pod, in O(nodes log pods) instead.
+        Water-filling: find the lowest queue level L that holds the pods (binary search),
+        fill every queue up to L-1 and give the last level to the best-scored nodes, in
+        O(nodes log pods) rather than a heap operation per pod. Each node then takes pods
+        whose image it holds first (image locality still matters when queues are full).
         """
-        tier1 = [(self.key(c, req, bonus.get(i, 0.0)), c) for i, c in cands.items() if c.slots > 0]
-        want = min(len(pods), sum(c.slots for _, c in tier1))
-
-        def filled(level: int) -> int:
-            return sum(min(c.slots, max(0, level - c.usage.starting)) for _, c in tier1)
-
-        lo = min(c.usage.starting for _, c in tier1)
-        hi = max(c.usage.starting + c.slots for _, c in tier1)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            lo, hi = (mid + 1, hi) if filled(mid) < want else (lo, mid)
-        runs = {c.idx: min(c.slots, max(0, lo - 1 - c.usage.starting)) for _, c in tier1}
-        last = sorted(
-            (k[2:], c)
-            for k, c in tier1
-            if c.usage.starting + runs[c.idx] == lo - 1 and runs[c.idx] < c.slots
-        )
-        for _, c in last[: want - sum(runs.values())]:
-            runs[c.idx] += 1
-        pos = 0
-        for _, c in sorted(tier1, key=lambda kc: kc[0]):
-            run = runs[c.idx]
-            if run:
-                self._assign(c, pods[pos : pos + run], req)
-                c.slots -= run
-                pos += run
-        return pos
+        tier1 = sorted((self.key(c, req, 0.0), c) for c in cands.values() if c.slots > 0)
+        runs = _water_fill([c for _, c in tier1], sum(len(pods) for _, pods in overflow))
+        queues = [list(reversed(pods)) for _, pods in overflow]  # pop() takes the first pod
+        prefs: dict[int, list[int]] = {}
+        for k, (shape, _) in enumerate(overflow):
+            for i in self._image_bonus(shape, cands):
+                prefs.setdefault(i, []).append(k)
+        general = 0
+        for _, c in tier1:
+            run, chosen = runs.get(c.idx, 0), list[Pod]()
+            for k in prefs.get(c.idx, ()):
+                while run > len(chosen) and queues[k]:
+                    chosen.append(queues[k].pop())
+            while run > len(chosen) and general < len(queues):
+                if queues[general]:
+                    chosen.append(queues[general].pop())
+                else:
+                    general += 1
+            if chosen:
+                self._assign(c, chosen, req)
+                c.slots -= len(chosen)
+        for (shape, _), left in zip(overflow, queues, strict=True):
+            if left:
+                self.failed.append((shape, left[::-1]))
 
     def _assign(self, c: _Candidate, pods: Sequence[Pod], req: Resources) -> None:
         """Reserve a run of pods on one node and record their assignments."""
