@@ -305,20 +305,23 @@ class Placer:
         for k, (shape, _) in enumerate(overflow):
             for i in self._image_bonus(shape, cands):
                 prefs.setdefault(i, []).append(k)
-        general = 0
-        for _, c in tier1:
-            run, chosen = runs.get(c.idx, 0), list[Pod]()
+        chosen: dict[int, list[Pod]] = {c.idx: [] for _, c in tier1}
+        for _, c in tier1:  # first, every node takes pods whose image it holds
+            mine, run = chosen[c.idx], runs.get(c.idx, 0)
             for k in prefs.get(c.idx, ()):
-                while run > len(chosen) and queues[k]:
-                    chosen.append(queues[k].pop())
-            while run > len(chosen) and general < len(queues):
+                while run > len(mine) and queues[k]:
+                    mine.append(queues[k].pop())
+        general = 0
+        for _, c in tier1:  # then the remaining places take the remaining pods
+            mine, run = chosen[c.idx], runs.get(c.idx, 0)
+            while run > len(mine) and general < len(queues):
                 if queues[general]:
-                    chosen.append(queues[general].pop())
+                    mine.append(queues[general].pop())
                 else:
                     general += 1
-            if chosen:
-                self._assign(c, chosen, req)
-                c.slots -= len(chosen)
+            if mine:
+                self._assign(c, mine, req)
+                c.slots -= len(mine)
         for (shape, _), left in zip(overflow, queues, strict=True):
             if left:
                 self.failed.append((shape, left[::-1]))

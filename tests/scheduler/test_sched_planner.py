@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from sched_helpers import node_json, pod_json
 
 from scheduler import Plan, Scheduler, SchedulerSettings
@@ -254,3 +255,18 @@ def test_invalid_pods_are_rejected_without_failing_the_batch() -> None:
     assert [a.uid for a in plan.assignments] == ["good"]
     assert [uid for uid, _ in plan.rejected] == ["bad", "empty", "?"]
     assert plan.rejected[0][1] == "invalid pod: not a quantity: 'lots'"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_levelling_prefers_nodes_holding_the_image(seed: int) -> None:
+    s = Scheduler(SchedulerSettings(max_starting_per_node=1, seed=seed))
+    s.upsert_node(node_json("a", images=["registry.local/a:1"]))
+    s.upsert_node(node_json("b", images=["registry.local/b:1"]))
+    batch = sandboxes(2, prefix="a", image="registry.local/a:1")
+    batch += sandboxes(2, prefix="b", image="registry.local/b:1")
+    placed = {a.uid: a.node for a in s.plan(batch, now=0.0).assignments}
+    # a0 takes node a's start slot, a1 the free one on b; both queues are then full and
+    # the b pods are levelled, one per node, and node b takes one whose image it holds.
+    assert (placed["a0"], placed["a1"]) == ("a", "b")
+    assert sorted([placed["b0"], placed["b1"]]) == ["a", "b"]
+    assert placed["b0"] == "b"
