@@ -8,8 +8,8 @@ judges every node once (filters by node gate, slot counts, PreferNoSchedule) and
 shared heap of nodes ranked without image locality. Each image class then adds a small heap
 of just the nodes that hold its image, ranked with the locality bonus, and takes the better
 of the two tops. A node that takes pods gets a fresh entry in both heaps (its score rose);
-older entries are re-keyed or dropped when they surface (its queue filled, its slots ran
-out). A class so costs O(pods x log nodes + nodes holding its images), not O(nodes).
+older entries, and entries of nodes without slots, are dropped when they surface. A class
+so costs O(pods x log nodes + nodes holding its images), not O(nodes).
 
 Ranking (the burst policy): tier 0, nodes whose start queue is below the cap, by score
 (packing, locality, taints); a node stays best while it fills (its score only rises), so a
@@ -100,9 +100,6 @@ class _NodeHeap:
         heapq.heapify(keys)
         self.entries = keys
         self.latest: dict[int, Key] = {int(k[-1]): k for k in keys}
-
-    def __len__(self) -> int:
-        return len(self.latest)
 
     def push(self, key: Key) -> None:
         heapq.heappush(self.entries, key)
