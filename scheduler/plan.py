@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from scheduler.cluster import NodeUsage
 from scheduler.filters import Capacity, NodeFilter, capacity_filters, node_filters
@@ -34,6 +34,19 @@ class Assignment(NamedTuple):
     node: str
     namespace: str = ""
     name: str = ""
+
+    def binding(self) -> dict[str, Any]:
+        """The body of ``POST /api/v1/namespaces/{namespace}/pods/{name}/binding``.
+
+        ``metadata.uid`` makes the API server refuse the bind (409) if the pod was deleted
+        and re-created under the same name since it was planned.
+        """
+        return {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": self.node},
+        }
 
 
 @dataclass(frozen=True, slots=True)

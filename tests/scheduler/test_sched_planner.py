@@ -270,3 +270,14 @@ def test_levelling_prefers_nodes_holding_the_image(seed: int) -> None:
     assert (placed["a0"], placed["a1"]) == ("a", "b")
     assert sorted([placed["b0"], placed["b1"]]) == ["a", "b"]
     assert placed["b0"] == "b"
+
+
+def test_assignments_render_the_binding_body() -> None:
+    s = cluster(1)
+    (a,) = s.plan([pod_json("u-1")], now=0.0).assignments
+    assert a.binding() == {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "pod-u-1", "namespace": "sandboxes", "uid": "u-1"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n000"},
+    }
