@@ -285,15 +285,19 @@ def _freeze(cfg: BenchConfig) -> None:
 
 
 def run(cfg: BenchConfig) -> list[dict[str, Any]]:
-    results = [
-        plan_phase(f"{cfg.nodes} nodes", cfg.nodes, cfg),
-        plan_phase(f"{cfg.big_nodes} nodes", cfg.big_nodes, cfg),
-        images_phase(f"{cfg.nodes} nodes, image per task", cfg.nodes, cfg),
-        images_phase(f"{cfg.big_nodes} nodes, image per task", cfg.big_nodes, cfg),
-    ]
-    memory, big = memory_phase(cfg)
-    results += [memory, event_phase(big, cfg)]
-    return results
+    """Every phase in order; objects frozen out of the GC are released at the end."""
+    try:
+        results = [
+            plan_phase(f"{cfg.nodes} nodes", cfg.nodes, cfg),
+            plan_phase(f"{cfg.big_nodes} nodes", cfg.big_nodes, cfg),
+            images_phase(f"{cfg.nodes} nodes, image per task", cfg.nodes, cfg),
+            images_phase(f"{cfg.big_nodes} nodes, image per task", cfg.big_nodes, cfg),
+        ]
+        memory, big = memory_phase(cfg)
+        results += [memory, event_phase(big, cfg)]
+        return results
+    finally:
+        gc.unfreeze()
 
 
 def report(results: list[dict[str, Any]]) -> str:
@@ -330,7 +334,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     progress(f"python {sys.version.split()[0]}, config {cfg}")
     results = run(cfg)
     print(report(results), flush=True)
-    gc.unfreeze()
     return 0
 
 
