@@ -17,6 +17,15 @@ from collections.abc import AsyncIterator, Iterator
 
 import psutil
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# CI draws the same examples every run (a red CI must mean a change broke something); locally
+# every run explores new ones. `HYPOTHESIS_PROFILE=dev` in CI to explore there too.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+hypothesis_settings.register_profile("dev", print_blob=True)
+hypothesis_settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev")
+)
 
 LEAK_GRACE_S = 3.0
 
