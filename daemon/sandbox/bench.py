@@ -101,6 +101,7 @@ async def _measure(client: SandboxClient, pid: int, n: int) -> dict[str, list[fl
         bare_cpu += _own_cpu_seconds() - before
     out["exec"], out["bare"] = daemon_ms, bare_ms
     out["daemon_cpu_ms"] = daemon_cpu * 1000 / len(daemon_ms)
+    out["rss_after_execs"] = (await client.info()).usage.daemon_rss_bytes / 2**20
     out["bare_cpu_ms"] = bare_cpu * 1000 / len(bare_ms)
     _progress("session round trips")
     await client.create_session("bench")
@@ -123,49 +124,90 @@ def _row(name: str, samples: list[float]) -> str:
     return f"| {name} | {p50:.2f} | {p99:.2f} | {len(samples)} |"
 
 
-def _report(results: dict[str, list[float] | float], startup: dict[str, list[float]]) -> str:
+Results = dict[str, list[float] | float]
+
+
+def _target_rows(label: str, results: Results) -> tuple[list[str], list[str]]:
     exec_ms, bare_ms = results["exec"], results["bare"]
     assert isinstance(exec_ms, list) and isinstance(bare_ms, list)
+    rows = [
+        _row(f"{label}: exec `true` (HTTP + spawn + reap)", exec_ms),
+        _row(f"{label}: bare local spawn of `true`, same rounds", bare_ms),
+    ]
+    for key, what in (("session", "session command round trip"), ("file", "1 MiB write + read")):
+        samples = results[key]
+        assert isinstance(samples, list)
+        rows.append(_row(f"{label}: {what}", samples))
+    overhead = statistics.median(exec_ms) - statistics.median(bare_ms)
+    ratio = statistics.median(exec_ms) / statistics.median(bare_ms)
+    notes = [
+        f"- {label}: exec overhead over a bare spawn **{overhead:.2f} ms p50** "
+        f"(ratio {ratio:.2f}x); CPU per exec {results['daemon_cpu_ms']:.2f} ms in the daemon "
+        f"vs {results['bare_cpu_ms']:.2f} ms for a bare spawn's parent",
+        f"- {label}: RSS **{results['rss_idle']:.1f} MiB idle**, "
+        f"**{results['rss_after_execs']:.1f} MiB after {len(exec_ms) + 50} execs**, "
+        f"{results['rss_after']:.1f} MiB after 200 session commands and 100 MiB of file I/O",
+    ]
+    return rows, notes
+
+
+def _report(targets: dict[str, Results], startup: dict[str, list[float]]) -> str:
     lines = [
         f"Date {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()} "
-        f"({os.cpu_count()} CPUs, {platform.platform()}), Python {platform.python_version()}",
+        f"({os.cpu_count()} CPUs, {platform.platform()}), Python {platform.python_version()}, "
+        f"load average {os.getloadavg()[0]:.1f}",
         "",
         "| measurement | p50 ms | p99 ms | n |",
         "|---|---|---|---|",
-        _row("exec `true` via daemon (HTTP + spawn + reap)", exec_ms),
-        _row("bare local spawn of `true` (subprocess.run)", bare_ms),
     ]
-    for key, label in (
-        ("session", "session command round trip (`true`)"),
-        ("file", "1 MiB write + read"),
-    ):
-        samples = results[key]
-        assert isinstance(samples, list)
-        lines.append(_row(label, samples))
+    notes: list[str] = []
+    for label, results in targets.items():
+        rows, target_notes = _target_rows(label, results)
+        lines += rows
+        notes += target_notes
     for label, samples in startup.items():
         lines.append(_row(f"start to healthy: {label}", samples))
-    overhead = statistics.median(exec_ms) - statistics.median(bare_ms)
-    ratio = statistics.median(exec_ms) / statistics.median(bare_ms)
-    lines += [
-        "",
-        f"- exec overhead over a bare spawn: **{overhead:.2f} ms p50** (ratio {ratio:.2f}x)",
-        f"- CPU per exec: daemon process {results['daemon_cpu_ms']:.2f} ms; "
-        f"a bare spawn costs its parent {results['bare_cpu_ms']:.2f} ms",
-        f"- daemon RSS: **{results['rss_idle']:.1f} MiB idle**, "
-        f"**{results['rss_after']:.1f} MiB after {len(exec_ms) + 50} execs**, "
-        "sessions and file I/O",
-    ]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *notes])
+
+
+async def _measure_bundle(bundle: Path, n: int) -> Results:
+    """The same measurements against the bundle, PID 1 of a busybox rootfs under bwrap."""
+    from .bundle import pod_command
+    from .bundle_rootfs import build_busybox_rootfs, free_port, start_in_rootfs
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rootfs = build_busybox_rootfs(Path(tmp) / "rootfs")
+        port, token = free_port(), os.urandom(16).hex()
+        daemon = start_in_rootfs(
+            rootfs,
+            bundle,
+            pod_command(host="127.0.0.1", port=port),
+            port=port,
+            token=token,
+            log_path=Path(tmp) / "log",
+        )
+        try:
+            daemon.wait_healthy()
+            pid = daemon.daemon_pid()
+            assert pid is not None
+            async with SandboxClient(daemon.base_url, token) as client:
+                return await _measure(client, pid, n)
+        finally:
+            daemon.stop()
 
 
 async def _run(n: int, bundle: str | None, startup_runs: int) -> str:
+    targets: dict[str, Results] = {}
     with tempfile.TemporaryDirectory() as workdir:
         daemon = start_local_daemon(workdir)
         try:
             async with SandboxClient(daemon.url, daemon.token) as client:
-                results = await _measure(client, daemon.proc.pid, n)
+                targets["venv daemon"] = await _measure(client, daemon.proc.pid, n)
         finally:
             daemon.stop()
+    if bundle:
+        _progress("the same against the bundle, PID 1 of a busybox rootfs")
+        targets["bundle daemon"] = await _measure_bundle(Path(bundle).resolve(), n)
     _progress(f"start to healthy, python module, {startup_runs} runs")
     startup = {"python -m daemon.sandbox": _start_to_healthy_python(startup_runs)}
     notes: list[str] = []
@@ -185,7 +227,7 @@ async def _run(n: int, bundle: str | None, startup_runs: int) -> str:
             f"- bundle: **{figures.bundle_bytes / 2**20:.1f} MiB** on disk, "
             f"idle RSS **{figures.idle_rss_bytes / 2**20:.1f} MiB**",
         ]
-    return _report(results, startup) + ("\n" + "\n".join(notes) if notes else "")
+    return _report(targets, startup) + ("\n" + "\n".join(notes) if notes else "")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ from .models import DirEntry, DirListing, FileStat, MoveRequest
 
 __all__ = ["FileService"]
 
-CHUNK = 256 * 1024
+CHUNK = 64 * 1024
 FileType = Literal["file", "directory", "symlink", "other"]
 
 

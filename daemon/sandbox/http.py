@@ -27,7 +27,7 @@ __all__ = ["HttpServer", "Request", "Response", "Router"]
 
 log = logging.getLogger("sandman.daemon.http")
 
-READ_CHUNK = 256 * 1024
+READ_CHUNK = 64 * 1024
 MAX_HEADER_BYTES = 32 * 1024
 DRAIN_LIMIT = 1024 * 1024  # unread request body we are willing to discard to keep a connection
 
