@@ -1,0 +1,86 @@
+"""Run a simulated cluster on a background thread with its own event loop.
+
+Synchronous callers (the official ``kubernetes`` client, ``kubectl`` via subprocess, tests of
+other components, the CLI) need the server to keep serving while they block; a dedicated
+thread and loop gives them that without touching their own event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from simcluster.apiserver.auth import User
+from simcluster.apiserver.http import ApiServer, ServerSettings
+
+__all__ = ["ADMIN", "EmbeddedCluster"]
+
+ADMIN = User("admin", ("system:masters",))
+T = TypeVar("T")
+
+
+class EmbeddedCluster:
+    """``with EmbeddedCluster() as c: ... c.kubeconfig ...`` — an API server on a thread."""
+
+    def __init__(self, settings: ServerSettings | None = None, workdir: Path | None = None) -> None:
+        self.settings = settings or ServerSettings()
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="simcluster-")
+            workdir = Path(self._tmp.name)
+        self.workdir = workdir
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="simcluster", daemon=True
+        )
+        self.server: ApiServer | None = None
+        self.kubeconfig = workdir / "kubeconfig"
+
+    def call(self, fn: Callable[[], Awaitable[T]], timeout: float = 30.0) -> T:
+        """Run a coroutine on the cluster's loop and wait for its result."""
+        fut: Future[T] = asyncio.run_coroutine_threadsafe(_await(fn), self.loop)
+        return fut.result(timeout)
+
+    def start(self) -> EmbeddedCluster:
+        self._thread.start()
+
+        async def boot() -> ApiServer:
+            server = ApiServer(self.settings)
+            await server.start()
+            return server
+
+        self.server = self.call(boot)
+        self.server.kubeconfig(self.kubeconfig, ADMIN)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            server = self.server
+            self.call(server.stop)
+            self.server = None
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+        if not self.loop.is_running():
+            self.loop.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+async def _await(fn: Callable[[], Awaitable[Any]]) -> Any:
+    return await fn()
