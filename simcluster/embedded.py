@@ -63,11 +63,13 @@ class EmbeddedCluster:
         if self.server is not None:
             server = self.server
             self.call(server.stop)
+            self.call(_drain)
+            self.call(self.loop.shutdown_asyncgens)
             self.server = None
         if self._thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
-        if not self.loop.is_running():
+        if not self.loop.is_running() and not self.loop.is_closed():
             self.loop.close()
         if self._tmp is not None:
             self._tmp.cleanup()
@@ -80,6 +82,17 @@ class EmbeddedCluster:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+async def _drain() -> None:
+    """Let closing transports (TLS shutdowns) finish and end leftover tasks before the loop
+    stops, so no socket is left for the garbage collector."""
+    await asyncio.sleep(0.05)
+    current = asyncio.current_task()
+    rest = [t for t in asyncio.all_tasks() if t is not current]
+    for t in rest:
+        t.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
 
 
 async def _await(fn: Callable[[], Awaitable[Any]]) -> Any:

@@ -114,7 +114,13 @@ class ApiServer:
         for w in self.store.all_watchers():
             w.close()
         if self._runner is not None:
+            # TLS close waits for the peer's close_notify (up to 30 s): idle pooled client
+            # connections never send it, so abort what graceful cleanup leaves open.
+            server = self._runner.server
+            transports = list(getattr(server, "_connections", {}).values()) if server else []
             await self._runner.cleanup()
+            for transport in transports:
+                transport.abort()
             self._runner = None
 
     # --- request handling --------------------------------------------------------------
