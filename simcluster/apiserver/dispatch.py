@@ -8,6 +8,8 @@ dispatcher serves HTTP requests and in-process clients (the simulated kubelets).
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +19,9 @@ import msgspec
 from simcluster.apiserver.auth import User
 from simcluster.apiserver.core import ApiCore, ListOptions
 from simcluster.apiserver.discovery import table
+from simcluster.apiserver.faults import ApiFaults
+from simcluster.apiserver.flowcontrol import FlowControl, default_flow_control
+from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.resources import ResourceType
 from simcluster.apiserver.store import Event, Renderer, Watcher, default_render, line
 from simcluster.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, UnsupportedMediaType
@@ -119,8 +124,52 @@ def _table_mode(accept: str) -> bool:
 
 
 class Dispatcher:
-    def __init__(self, core: ApiCore) -> None:
+    """Flow control, faults, write latency and metrics around the core's verbs."""
+
+    def __init__(
+        self,
+        core: ApiCore,
+        flow: FlowControl | None = None,
+        metrics: ApiMetrics | None = None,
+        faults: ApiFaults | None = None,
+        write_latency_s: float = 0.0,
+    ) -> None:
         self.core = core
+        self.flow = flow or default_flow_control()
+        self.metrics = metrics or ApiMetrics()
+        self.faults = faults or ApiFaults()
+        self.write_latency_s = write_latency_s
+
+    async def handle_async(self, req: ApiRequest) -> ApiResponse | WatchStream:
+        """The full request path; API errors come back as Status responses."""
+        info = req.info
+        start = time.monotonic()
+        try:
+            watch = info.verb == "watch"
+            async with self.flow.admit(req.user, info.mutating, watch):
+                fault = self.faults.error_for(info.verb)
+                if fault is not None:
+                    raise fault
+                delay = self.faults.extra_latency() + (
+                    self.write_latency_s if info.mutating else 0.0
+                )
+                if delay:
+                    await asyncio.sleep(delay)
+                result = self.handle(req)
+        except ApiError as e:
+            if e.code == 429 and e.details and "priorityLevel" in e.details:
+                self.metrics.rejected.labels(
+                    e.details["priorityLevel"], e.details["flowSchema"]
+                ).inc()
+            headers = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else {}
+            result = ApiResponse(e.code, _json(e.to_status()), headers)
+        code = result.code if isinstance(result, ApiResponse) else 200
+        self.metrics.requests.labels(
+            info.verb, info.resource, info.subresource, req.user.name, str(code)
+        ).inc()
+        if isinstance(result, ApiResponse):
+            self.metrics.latency.labels(info.verb, info.resource).observe(time.monotonic() - start)
+        return result
 
     def resource_type(self, info: RequestInfo) -> ResourceType:
         rt = self.core.registry.get(info.group, info.version, info.resource)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +28,13 @@ from simcluster.apiserver.dispatch import (
     WatchStream,
     parse_path,
 )
+from simcluster.apiserver.faults import ApiFaults
+from simcluster.apiserver.flowcontrol import default_flow_control
+from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.resources import Registry
 from simcluster.apiserver.store import Store
 from simcluster.apiserver.tls import ServingCerts
-from simcluster.errors import ApiError, InternalError, NotFound, Unauthorized
+from simcluster.errors import ApiError, BadRequest, Forbidden, InternalError, NotFound, Unauthorized
 
 __all__ = ["ApiServer", "ServerSettings"]
 
@@ -46,6 +50,9 @@ class ServerSettings:
     bookmark_interval_s: float = 60.0
     watch_timeout_s: float = 1800.0  # when the client sends no timeoutSeconds
     tls: bool = True  # kubectl only sends bearer tokens over TLS
+    write_latency_s: float = 0.0  # added to every mutating request (etcd + admission)
+    flowcontrol: Mapping[str, Any] = field(default_factory=dict)  # see flowcontrol.py
+    fault_seed: int = 0
 
 
 def _json_response(code: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -68,7 +75,17 @@ class ApiServer:
         self.store = Store(self.settings.history)
         self.core = ApiCore(self.registry, self.store)
         self.auth: Authenticator = self.core.strategies.auth
-        self.dispatcher = Dispatcher(self.core)
+        self.metrics = ApiMetrics()
+        self.faults = ApiFaults(self.settings.fault_seed)
+        self.dispatcher = Dispatcher(
+            self.core,
+            default_flow_control(self.settings.flowcontrol),
+            self.metrics,
+            self.faults,
+            self.settings.write_latency_s,
+        )
+        # admin fault kinds handled outside the API layer (nodes, kubelets): kind -> handler
+        self.admin_handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {}
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
         self.url = ""
@@ -128,6 +145,10 @@ class ApiServer:
         path = request.path.rstrip("/") or "/"
         try:
             user = self._authenticate(request, path)
+            if path == "/metrics":
+                return web.Response(body=self.metrics.render(), content_type="text/plain")
+            if path == "/admin/faults" and request.method == "POST":
+                return _json_response(200, await self._admin(user, await request.json()))
             static = self._static(path)
             if static is not None:
                 return _json_response(200, static)
@@ -143,7 +164,7 @@ class ApiServer:
                 request.headers.get("Content-Type", "application/json"),
                 request.headers.get("Accept", "application/json"),
             )
-            result = self.dispatcher.handle(req)
+            result = await self.dispatcher.handle_async(req)
             if isinstance(result, WatchStream):
                 return await self._stream(request, result)
             return self._respond(result)
@@ -152,6 +173,40 @@ class ApiServer:
         except Exception as e:
             log.exception("internal error on %s %s", request.method, path)
             return _error_response(InternalError(f"Internal error occurred: {e!r}"))
+
+    async def _admin(self, user: User, body: dict[str, Any]) -> dict[str, Any]:
+        """Fault injection; only system:masters may use it."""
+        if "system:masters" not in user.groups:
+            raise Forbidden(f'User "{user.name}" cannot inject faults')
+        kind = body.get("kind")
+        if kind == "api-errors":
+            self.faults.set_error_rate(
+                str(body.get("verb", "*")), float(body["rate"]), int(body["code"])
+            )
+        elif kind == "latency":
+            self.faults.spike(float(body["seconds"]), float(body.get("duration_s", 60)))
+        elif kind == "drop-watches":
+            for w in self.store.all_watchers():
+                w.close()
+        elif kind == "expire-watches":
+            self.store.force_expired = True
+            for w in self.store.all_watchers():
+                w.close()
+        elif kind == "clear":
+            self.faults.clear()
+        elif isinstance(kind, str) and kind in self.admin_handlers:
+            return await self.admin_handlers[kind](body)
+        else:
+            kinds = [
+                "api-errors",
+                "latency",
+                "drop-watches",
+                "expire-watches",
+                "clear",
+                *self.admin_handlers,
+            ]
+            raise BadRequest(f"unknown fault kind {kind!r}; known: {', '.join(kinds)}")
+        return {"kind": kind, "applied": True}
 
     def _respond(self, r: ApiResponse) -> web.Response:
         return web.Response(
@@ -245,6 +300,8 @@ class ApiServer:
                     break
                 item = q.get_nowait()
             if chunks:
-                await resp.write(b"".join(chunks))
+                data = b"".join(chunks)
+                self.metrics.watch_events.labels(ws.rt.plural).inc(data.count(b"\n"))
+                await resp.write(data)
             if item is None:
                 return
