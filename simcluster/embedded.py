@@ -16,20 +16,26 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from simcluster.apiserver.auth import User
 from simcluster.apiserver.http import ApiServer, ServerSettings
+from simcluster.cluster import Cluster, ClusterSettings
 
-__all__ = ["ADMIN", "EmbeddedCluster"]
+__all__ = ["EmbeddedCluster"]
 
-ADMIN = User("admin", ("system:masters",))
 T = TypeVar("T")
 
 
 class EmbeddedCluster:
-    """``with EmbeddedCluster() as c: ... c.kubeconfig ...`` — an API server on a thread."""
+    """``with EmbeddedCluster() as c: ... c.kubeconfig ...`` — a cluster on a thread.
 
-    def __init__(self, settings: ServerSettings | None = None, workdir: Path | None = None) -> None:
-        self.settings = settings or ServerSettings()
+    ``settings`` may be just ``ServerSettings`` (an API server, no nodes) or a full
+    ``ClusterSettings`` (nodes, kubelets, runtime, ...)."""
+
+    def __init__(
+        self, settings: ServerSettings | ClusterSettings | None = None, workdir: Path | None = None
+    ) -> None:
+        if isinstance(settings, ServerSettings):
+            settings = ClusterSettings(server=settings)
+        self.settings = settings or ClusterSettings()
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="simcluster-")
@@ -39,6 +45,7 @@ class EmbeddedCluster:
         self._thread = threading.Thread(
             target=self.loop.run_forever, name="simcluster", daemon=True
         )
+        self.cluster: Cluster | None = None
         self.server: ApiServer | None = None
         self.kubeconfig = workdir / "kubeconfig"
 
@@ -50,22 +57,26 @@ class EmbeddedCluster:
     def start(self) -> EmbeddedCluster:
         self._thread.start()
 
-        async def boot() -> ApiServer:
-            server = ApiServer(self.settings)
-            await server.start()
-            return server
+        async def boot() -> Cluster:
+            cluster = Cluster(self.settings, self.workdir)
+            await cluster.start()
+            return cluster
 
-        self.server = self.call(boot)
-        self.server.kubeconfig(self.kubeconfig, ADMIN)
+        try:
+            self.cluster = self.call(boot, timeout=300)
+        except BaseException:
+            self.stop()
+            raise
+        self.server = self.cluster.server
         return self
 
     def stop(self) -> None:
-        if self.server is not None:
-            server = self.server
-            self.call(server.stop)
+        if self._thread.is_alive():
+            if self.cluster is not None:
+                self.call(self.cluster.stop)
             self.call(_drain)
             self.call(self.loop.shutdown_asyncgens)
-            self.server = None
+        self.cluster = self.server = None
         if self._thread.is_alive():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
