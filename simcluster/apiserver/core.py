@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from simcluster.apiserver import strategies
-from simcluster.apiserver.meta import generate_name, new_uid, now, rfc3339, validate_name
+from simcluster.apiserver.meta import IdSource, now, rfc3339, validate_name
 from simcluster.apiserver.patch import apply_patch
 from simcluster.apiserver.resources import Registry, ResourceType
 from simcluster.apiserver.selectors import FieldSelector, LabelSelector
@@ -57,6 +57,7 @@ class ApiCore:
     def __init__(self, registry: Registry, store: Store) -> None:
         self.registry = registry
         self.store = store
+        self.ids = IdSource()
         self.strategies = strategies.Strategies(self)
 
     # --- helpers -----------------------------------------------------------------------
@@ -125,7 +126,7 @@ class ApiCore:
         meta = obj["metadata"]
         if not meta.get("name"):
             if meta.get("generateName"):
-                meta["name"] = generate_name(meta["generateName"])
+                meta["name"] = self.ids.generate_name(meta["generateName"])
             else:
                 raise strategies.required(
                     rt, "", "metadata.name", "name or generateName is required"
@@ -142,7 +143,7 @@ class ApiCore:
             )
         for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
             meta.pop(k, None)
-        meta["uid"] = new_uid()
+        meta["uid"] = self.ids.uid()
         meta["creationTimestamp"] = rfc3339()
         if "spec" in obj and rt.has_status:
             meta["generation"] = 1

@@ -86,7 +86,7 @@ class ApiServer:
         )
         # admin fault kinds handled outside the API layer (nodes, kubelets): kind -> handler
         self.admin_handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {}
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
         self.url = ""
         self.address = ""
@@ -101,20 +101,18 @@ class ApiServer:
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> str:
-        app = web.Application(client_max_size=16 * 2**20)
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=1.0
-        )
+        # the low-level server: one handler, no router or middleware (~0.1 ms saved per request)
+        server = web.Server(self._handle, access_log=None)  # bodies up to 1 MiB (etcd: 1.5)
+        self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         ssl_ctx = self.certs.server_context() if self.certs else None
         site = web.TCPSite(
             self._runner, self.settings.host, self.settings.port, backlog=1024, ssl_context=ssl_ctx
         )
         await site.start()
-        server = site._server
-        assert server is not None
-        host, port = server.sockets[0].getsockname()[:2]  # type: ignore[attr-defined]
+        listener = site._server
+        assert listener is not None
+        host, port = listener.sockets[0].getsockname()[:2]  # type: ignore[attr-defined]
         self.address = f"{host}:{port}"
         self.url = f"{'https' if self.certs else 'http'}://{self.address}"
         return self.url
@@ -141,7 +139,7 @@ class ApiServer:
             self._runner = None
 
     # --- request handling --------------------------------------------------------------
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         try:
             user = self._authenticate(request, path)
@@ -213,7 +211,7 @@ class ApiServer:
             body=r.body, status=r.code, content_type="application/json", headers=r.headers or None
         )
 
-    def _authenticate(self, request: web.Request, path: str) -> User:
+    def _authenticate(self, request: web.BaseRequest, path: str) -> User:
         user = self.auth.authenticate(request.headers.get("Authorization"))
         if user is not None:
             return user
@@ -253,7 +251,7 @@ class ApiServer:
                 return discovery.openapi_gv(reg, group, version)
         return None
 
-    async def _stream(self, request: web.Request, ws: WatchStream) -> web.StreamResponse:
+    async def _stream(self, request: web.BaseRequest, ws: WatchStream) -> web.StreamResponse:
         resp = web.StreamResponse(status=200)
         resp.content_type = "application/json"
         resp.enable_chunked_encoding()

@@ -221,8 +221,11 @@ class Strategies:
 
     def _admit_quota(self, pod: Obj) -> None:
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        quotas = self._quotas(namespace)
+        if not quotas:
+            return
         usage = _pod_usage(pod)
-        for quota in self._quotas(namespace):
+        for quota in quotas:
             hard = (quota.get("spec") or {}).get("hard") or {}
             used = (quota.get("status") or {}).get("used") or {}
             qname = quota["metadata"]["name"]
