@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 APT_PACKAGES := bubblewrap busybox-static
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon clean
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-simcluster simcluster clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman demo
@@ -50,6 +50,14 @@ bundle: $(STAMP)
 
 bench-daemon: system-deps $(STAMP)
 	$(BIN)/python -m daemon.sandbox.bench
+
+# The simulated cluster: `make simcluster PROFILE=paper-burst`; Ctrl-C stops it.
+PROFILE ?= dev
+simcluster: system-deps $(STAMP)
+	$(BIN)/python -m simcluster up --profile $(PROFILE)
+
+bench-simcluster: $(STAMP)
+	$(BIN)/python -m simcluster.bench --repeat 5 --json
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ __all__ = ["ADMIN", "Cluster", "ClusterSettings"]
 
 ADMIN = User("admin", ("system:masters",))
 TENANTS_NS = "simcluster-tenants"
+TENANT_IMAGE = "registry.example/other-tenant:1"  # preloaded on every node
 Progress = Callable[[str], None]
 
 
@@ -46,6 +47,11 @@ class Cluster:
     def __init__(self, settings: ClusterSettings, workdir: Path) -> None:
         if settings.runtime not in ("virtual", "process"):
             raise SimclusterError(f"unknown runtime {settings.runtime!r} (virtual, process)")
+        if settings.foreign_fraction > 0 and TENANT_IMAGE not in settings.node.preloaded_images:
+            node = replace(
+                settings.node, preloaded_images=(*settings.node.preloaded_images, TENANT_IMAGE)
+            )
+            settings = replace(settings, node=node)
         self.settings = settings
         self.workdir = workdir
         self.server = ApiServer(settings.server)
@@ -135,14 +141,22 @@ class Cluster:
                     "containers": [
                         {
                             "name": "work",
-                            "image": "registry.example/other-tenant:1",
+                            "image": TENANT_IMAGE,
                             "resources": {"requests": {"cpu": cpu, "memory": mem}},
                         }
                     ],
                 },
             }
             await self._ensure(("pods", TENANTS_NS, pod))
+        total = len(self.kubelets)
+        while (running := self._tenants_running()) < total:
+            say(f"other tenants' pods running: {running}/{total}")
+            await asyncio.sleep(1.0)
         say(f"other tenants hold {f:.0%} of every node ({cpu} CPU, {mem})")
+
+    def _tenants_running(self) -> int:
+        pods = self.server.store.iter("/pods", TENANTS_NS)
+        return sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
 
     def _kubelet(self, body: dict[str, Any]) -> Kubelet:
         name = str(body.get("node", ""))

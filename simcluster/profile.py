@@ -24,7 +24,14 @@ from simcluster.quantity import to_units
 __all__ = ["ProfileError", "builtin_profiles", "load_profile", "parse_profile"]
 
 _TOP = {"description", "seed", "runtime", "apiserver", "nodes", "images", "kubeconfigs"}
-_API = {"history", "bookmark_interval_s", "watch_timeout_s", "write_latency_s", "flowcontrol"}
+_API = {
+    "history",
+    "bookmark_interval_s",
+    "watch_timeout_s",
+    "write_latency_s",
+    "flowcontrol",
+    "tls",
+}
 _NODES = {
     "count", "cpu", "memory", "max_pods", "labels", "taints", "foreign_fraction", "creation_rate",
     "creation_concurrency", "start_latency_s", "start_jitter_s", "lease_interval_s",
@@ -96,6 +103,7 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             write_latency_s=float(api.get("write_latency_s", 0)),
             flowcontrol=dict(api.get("flowcontrol") or {}),
             fault_seed=int(data.get("seed", 0)),
+            tls=bool(api.get("tls", True)),
         )
         pull = PullSettings(
             base_s=float(images.get("pull_base_s", 0)),
