@@ -61,6 +61,8 @@ class Cluster:
             else VirtualRuntime()
         )
         self.kubelets: dict[str, Kubelet] = {}
+        if isinstance(self.runtime, ProcessRuntime):
+            self.server.core.strategies.log_reader = self.runtime.read_log
         self.kubeconfig = workdir / "kubeconfig"
         self.kubeconfigs: dict[str, Path] = {}
         self._admin = LocalClient(self.server.dispatcher, ADMIN)

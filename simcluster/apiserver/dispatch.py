@@ -22,9 +22,10 @@ from simcluster.apiserver.discovery import table
 from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import FlowControl, default_flow_control
 from simcluster.apiserver.metrics import ApiMetrics
+from simcluster.apiserver.protobuf import decode_k8s_protobuf
 from simcluster.apiserver.resources import ResourceType
 from simcluster.apiserver.store import Event, Renderer, Watcher, default_render, line
-from simcluster.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, UnsupportedMediaType
+from simcluster.errors import ApiError, BadRequest, MethodNotAllowed, NotFound
 
 __all__ = ["ApiRequest", "ApiResponse", "Dispatcher", "RequestInfo", "WatchStream", "parse_path"]
 
@@ -86,6 +87,7 @@ class ApiResponse:
     code: int
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
 
 
 @dataclass(slots=True)
@@ -105,10 +107,7 @@ def _decode(body: bytes, content_type: str = "application/json") -> Any:
     if not body:
         return None
     if content_type.startswith("application/vnd.kubernetes.protobuf"):
-        raise UnsupportedMediaType(
-            "simcluster accepts JSON bodies only (application/vnd.kubernetes.protobuf is not "
-            "supported): use `kubectl apply -f` or `kubectl create -f` with a manifest"
-        )
+        return decode_k8s_protobuf(body)
     try:
         return msgspec.json.decode(body)
     except msgspec.DecodeError as e:
@@ -117,6 +116,22 @@ def _decode(body: bytes, content_type: str = "application/json") -> Any:
 
 def _body(req: ApiRequest) -> Any:
     return _decode(req.body, req.content_type)
+
+
+def _review(rt: ResourceType, user: User, body: Obj) -> Obj:
+    """SelfSubjectReview (``kubectl auth whoami``) and SelfSubjectAccessReview
+    (``kubectl auth can-i``): always allowed, as simcluster does not enforce RBAC."""
+    out: Obj = {
+        "kind": rt.kind,
+        "apiVersion": rt.api_version,
+        "metadata": {"creationTimestamp": None},
+    }
+    if rt.plural == "selfsubjectreviews":
+        out["status"] = {"userInfo": {"username": user.name, "groups": list(user.groups)}}
+    else:
+        out["spec"] = body.get("spec") or {}
+        out["status"] = {"allowed": True, "reason": "simcluster does not enforce RBAC"}
+    return out
 
 
 def _table_mode(accept: str) -> bool:
@@ -182,6 +197,8 @@ class Dispatcher:
         rt = self.resource_type(info)
         if info.verb == "watch":
             return self._watch(rt, req)
+        if info.subresource == "log" and info.verb == "get" and rt.plural == "pods":
+            return self._log(rt, req)
         code, obj = self._call(rt, req)
         if _table_mode(req.accept) and info.verb in ("list", "get") and not info.subresource:
             include = req.query.get("includeObject", "Metadata")
@@ -223,6 +240,8 @@ class Dispatcher:
         if info.verb == "list":
             return 200, core.list(rt, info.namespace, self._opts(q))
         if info.verb == "create":
+            if rt.plural in ("selfsubjectreviews", "selfsubjectaccessreviews"):
+                return 201, _review(rt, req.user, _body(req) or {})
             if rt.plural == "bindings":
                 body = _body(req) or {}
                 name = (body.get("metadata") or {}).get("name", "")
@@ -260,6 +279,25 @@ class Dispatcher:
             return 200, core.delete_collection(rt, info.namespace, self._opts(q), _body(req))
         raise MethodNotAllowed("the server does not allow this method on the requested resource")
 
+    def _log(self, rt: ResourceType, req: ApiRequest) -> ApiResponse:
+        """pods/log: the container's output as text (process runtime), as the kubelet serves it."""
+        info, q = req.info, req.query
+        pod = self.core.get(rt, info.namespace or "", info.name)
+        containers = [c["name"] for c in pod["spec"].get("containers") or []]
+        container = q.get("container") or (containers[0] if len(containers) == 1 else "")
+        if container not in containers:
+            raise BadRequest(
+                f"a container name must be specified for pod {info.name}, "
+                f"choose one of: {containers}"
+            )
+        reader = self.core.strategies.log_reader
+        data = reader(info.namespace or "", info.name, container) if reader else b""
+        if q.get("tailLines"):
+            data = b"".join(data.splitlines(keepends=True)[-int(q["tailLines"]) :])
+        if q.get("limitBytes"):
+            data = data[: int(q["limitBytes"])]
+        return ApiResponse(200, data, content_type="text/plain")
+
     def _subresource(self, rt: ResourceType, req: ApiRequest) -> tuple[int, Obj]:
         info, core = req.info, self.core
         ns, sub = info.namespace or "", info.subresource
@@ -267,6 +305,16 @@ class Dispatcher:
             raise NotFound("the server could not find the requested resource")
         if sub == "binding" and info.verb == "create":
             return 201, core.strategies.bind(ns, info.name, _body(req) or {})
+        if sub == "eviction" and info.verb == "create":
+            body = _body(req) or {}
+            core.delete(rt, ns, info.name, body.get("deleteOptions") or {})
+            return 201, {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "code": 201,
+            }
         if sub == "token" and info.verb == "create":
             return 201, core.strategies.token(ns, info.name, _body(req) or {})
         if sub in ("status", "finalize"):

@@ -208,7 +208,7 @@ class ApiServer:
 
     def _respond(self, r: ApiResponse) -> web.Response:
         return web.Response(
-            body=r.body, status=r.code, content_type="application/json", headers=r.headers or None
+            body=r.body, status=r.code, content_type=r.content_type, headers=r.headers or None
         )
 
     def _authenticate(self, request: web.BaseRequest, path: str) -> User:

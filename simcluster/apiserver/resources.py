@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["Registry", "ResourceType"]
+__all__ = ["CREATE_ONLY", "Registry", "ResourceType"]
 
 _FIELD_SELECTORS: dict[str, frozenset[str]] = {
     "pods": frozenset(
@@ -49,6 +49,8 @@ _FIELD_SELECTORS: dict[str, frozenset[str]] = {
     "replicationcontrollers": frozenset({"status.replicas"}),
     "jobs": frozenset({"status.successful"}),
 }
+# Virtual resources: POST computes an answer, nothing is stored.
+CREATE_ONLY = frozenset({"bindings", "selfsubjectreviews", "selfsubjectaccessreviews"})
 # Resources in the "all" category (``kubectl get all``), as upstream.
 _ALL = frozenset(
     {
@@ -89,7 +91,7 @@ class ResourceType:
 
     @property
     def verbs(self) -> list[str]:
-        if self.plural == "bindings":
+        if self.plural in CREATE_ONLY:
             return ["create"]
         return list(_VERBS)
 
@@ -128,6 +130,8 @@ class ResourceType:
                 continue
             elif sub == "finalize":
                 verbs = ["update"]
+            elif sub == "log":
+                verbs = ["get"]
             out.append(_sub(self, sub, kind, verbs, None, None))
         return out
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import ipaddress
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from simcluster.apiserver import pods
@@ -84,6 +85,8 @@ class Strategies:
         self.core = core
         self.auth = Authenticator()
         self._next_ip = int(ipaddress.IPv4Address("10.96.0.10"))
+        # (namespace, pod, container) -> output; set by the cluster when a runtime keeps logs
+        self.log_reader: Callable[[str, str, str], bytes] | None = None
 
     # --- create ------------------------------------------------------------------------
     def prepare_create(self, rt: ResourceType, obj: Obj) -> None:

@@ -88,6 +88,13 @@ class ProcessRuntime:
         self._procs: dict[str, list[tuple[str, asyncio.subprocess.Process]]] = {}
         settings.log_dir.mkdir(parents=True, exist_ok=True)
 
+    def read_log(self, namespace: str, pod: str, container: str) -> bytes:
+        path = self.settings.log_dir / f"{namespace}_{pod}_{container}.log"
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return b""
+
     @property
     def sandboxed(self) -> bool:
         return bool(self._prefix)
@@ -104,6 +111,7 @@ class ProcessRuntime:
                     f"container {c.name}: process mode needs an explicit command",
                 )
             log = self.settings.log_dir / f"{sandbox.namespace}_{sandbox.name}_{c.name}.log"
+            log.unlink(missing_ok=True)  # a new pod of the same name starts a new log
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp", **c.env}
             env.setdefault("HOSTNAME", sandbox.name)
             with log.open("ab") as out:

@@ -45,6 +45,8 @@ def test_discovery_and_version(kubectl: Kubectl) -> None:
     assert "deployments" in out
     version = kubectl.json("version")
     assert version["serverVersion"]["minor"] == "32"
+    assert "admin" in kubectl.run("auth", "whoami").stdout
+    assert kubectl.run("auth", "can-i", "create", "pods").stdout.strip() == "yes"
 
 
 def test_apply_create_unchanged_configured(kubectl: Kubectl) -> None:
@@ -127,8 +129,6 @@ def test_binding_and_delete(kubectl: Kubectl) -> None:
 
 
 def test_quota_forbidden(kubectl: Kubectl) -> None:
-    imperative = kubectl.run("create", "ns", "q", check=False)  # typed client: protobuf body
-    assert "Error from server (UnsupportedMediaType)" in imperative.stderr
     kubectl.run("apply", "-f", "-", stdin="apiVersion: v1\nkind: Namespace\nmetadata: {name: q}\n")
     quota = (
         "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: small, namespace: q}\n"
@@ -143,3 +143,17 @@ def test_quota_forbidden(kubectl: Kubectl) -> None:
     ) in second.stderr
     used = kubectl.json("-n", "q", "get", "quota", "small")["status"]["used"]
     assert used == {"pods": "1"}
+
+
+def test_imperative_create_sends_protobuf(kubectl: Kubectl) -> None:
+    """kubectl's typed clients send protobuf: the kinds they create are decoded."""
+    assert "namespace/imp created" in kubectl.run("create", "namespace", "imp").stdout
+    kubectl.run("-n", "imp", "create", "configmap", "c", "--from-literal=k=v")
+    assert kubectl.json("-n", "imp", "get", "cm", "c")["data"] == {"k": "v"}
+    kubectl.run("-n", "imp", "create", "secret", "generic", "s", "--from-literal=pw=hunter2")
+    assert kubectl.json("-n", "imp", "get", "secret", "s")["data"] == {"pw": "aHVudGVyMg=="}
+    kubectl.run("-n", "imp", "create", "serviceaccount", "robot")
+    token = kubectl.run("-n", "imp", "create", "token", "robot").stdout.strip()
+    assert len(token) > 20
+    other = kubectl.run("-n", "imp", "create", "deployment", "d", "--image=x:1", check=False)
+    assert "simcluster decodes protobuf bodies only for" in other.stderr

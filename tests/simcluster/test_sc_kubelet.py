@@ -194,6 +194,22 @@ def test_node_faults(sim: tuple[EmbeddedCluster, client.CoreV1Api]) -> None:
             lambda: (s := v1.read_namespaced_pod("victim", "t").status).phase == "Failed" and s
         )
         assert st.reason == "Evicted"
+        # the Eviction API (policy/v1) deletes gracefully; the kubelet then removes the pod
+        v1.create_namespaced_pod("t", pod("api-evicted"))
+        bind(v1, "api-evicted", "node-0")
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": "api-evicted"},
+        }
+        v1.create_namespaced_pod_eviction(
+            "api-evicted", "t", eviction, _preload_content=False
+        ).release_conn()
+        wait_for(
+            lambda: (
+                not v1.list_namespaced_pod("t", field_selector="metadata.name=api-evicted").items
+            )
+        )
         http.post("/admin/faults", json={"kind": "node-not-ready", "node": "node-1"})
         n1 = v1.read_node("node-1")
         assert {c.type: c.status for c in n1.status.conditions}["Ready"] == "Unknown"

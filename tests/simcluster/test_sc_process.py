@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+from conftest import Kubectl
 from kubernetes import client, config
 
 from simcluster.cluster import ClusterSettings
@@ -74,6 +75,9 @@ def test_process_pod_serves_on_its_pod_ip(tmp_path: Path) -> None:
         assert r.status_code == 200
         log = tmp_path / "logs" / "t_web_web.log"
         assert "GET / HTTP/1.1" in log.read_text()  # the probe's and our request
+        logs = Kubectl(cluster.kubeconfig).run("-n", "t", "logs", "web", "--tail=1").stdout
+        assert logs.count("\n") == 1
+        assert '"GET / HTTP/1.1" 200' in logs
         t0 = time.monotonic()
         v1.delete_namespaced_pod("web", "t")
         while v1.list_namespaced_pod("t").items:
