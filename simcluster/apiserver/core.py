@@ -21,7 +21,7 @@ from simcluster.apiserver.meta import IdSource, now, rfc3339, validate_name
 from simcluster.apiserver.patch import apply_patch
 from simcluster.apiserver.resources import Registry, ResourceType
 from simcluster.apiserver.selectors import FieldSelector, LabelSelector
-from simcluster.apiserver.store import Renderer, Store, Watcher, default_render
+from simcluster.apiserver.store import Event, Renderer, Store, Watcher, default_render
 from simcluster.errors import (
     STALE,
     AlreadyExists,
@@ -344,45 +344,38 @@ class ApiCore:
         *,
         bookmarks: bool,
         render: Renderer = default_render,
+        send_initial_events: bool = False,
     ) -> Watcher:
+        """A watcher with its backlog: synthetic ADDED events for the current state (when
+        resourceVersion is unset/"0", or with sendInitialEvents — then closed by a bookmark
+        annotated ``k8s.io/initial-events-end``, as the watch-list protocol wants), or the
+        history after the given resourceVersion (410 Expired if it has been compacted)."""
         labels = LabelSelector.parse(opts.label_selector)
         fields = FieldSelector.parse(opts.field_selector, rt.field_selectors, rt.kind)
         w = Watcher(rt.key, namespace, labels, fields, bookmarks, render)
         rv = opts.resource_version
-        if rv in (None, "", "0"):
-            from simcluster.apiserver.store import Event
-
+        if send_initial_events or rv in (None, "", "0"):
             for obj in sorted(self.store.iter(rt.key, namespace), key=_sort_key):
                 if w.matches(obj):
-                    w.push(
-                        render(
-                            "ADDED",
-                            Event(
-                                int(obj["metadata"]["resourceVersion"]),
-                                "ADDED",
-                                rt.key,
-                                "",
-                                obj,
-                                None,
-                            ),
-                        )
-                    )
+                    meta_rv = int(obj["metadata"]["resourceVersion"])
+                    w.push(render("ADDED", Event(meta_rv, "ADDED", rt.key, "", obj, None)))
+            if send_initial_events:
+                w.push(self.bookmark(rt, w, initial_events_end=True))
             self.store.subscribe(w, None)
-        else:
-            try:
-                since = int(rv)
-            except ValueError:
-                raise BadRequest(f"invalid resource version {rv!r}")
-            self.store.subscribe(w, since)
+            return w
+        try:
+            since = int(rv)
+        except ValueError:
+            raise BadRequest(f"invalid resource version {rv!r}")
+        self.store.subscribe(w, since)
         return w
 
-    def bookmark(self, rt: ResourceType, w: Watcher) -> bytes:
-        """A BOOKMARK line at the latest revision the watcher has seen."""
-        obj = {
-            "kind": rt.kind,
-            "apiVersion": rt.api_version,
-            "metadata": {"resourceVersion": str(self.store.rv)},
-        }
+    def bookmark(self, rt: ResourceType, w: Watcher, initial_events_end: bool = False) -> bytes:
+        """A BOOKMARK line at the latest revision."""
+        meta: Obj = {"resourceVersion": str(self.store.rv)}
+        if initial_events_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        obj = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
         return b'{"type":"BOOKMARK","object":' + msgspec.json.encode(obj) + b"}\n"
 
     def require_verb(self, rt: ResourceType, verb: str) -> None:

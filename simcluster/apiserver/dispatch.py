@@ -344,7 +344,12 @@ class Dispatcher:
 
         try:
             w = self.core.watch(
-                rt, req.info.namespace, self._opts(q), bookmarks=bookmarks, render=render
+                rt,
+                req.info.namespace,
+                self._opts(q),
+                bookmarks=bookmarks,
+                render=render,
+                send_initial_events=q.get("sendInitialEvents") == "true",
             )
         except ApiError as e:
             if e.code != 410:

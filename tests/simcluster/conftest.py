@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
+from simcluster.kubelet.kubelet import NodeSettings
 
 
 @pytest.fixture
@@ -63,3 +65,11 @@ class Kubectl:
 @pytest.fixture
 def kubectl(cluster: EmbeddedCluster) -> Kubectl:
     return Kubectl(cluster.kubeconfig)
+
+
+@pytest.fixture
+def cluster_with_nodes() -> Iterator[Kubectl]:
+    """kubectl against a cluster with two virtual nodes (ci-like latencies)."""
+    settings = ClusterSettings(nodes=2, node=NodeSettings(start_latency_s=0.05))
+    with EmbeddedCluster(settings) as c:
+        yield Kubectl(c.kubeconfig)

@@ -157,3 +157,74 @@ def test_imperative_create_sends_protobuf(kubectl: Kubectl) -> None:
     assert len(token) > 20
     other = kubectl.run("-n", "imp", "create", "deployment", "d", "--image=x:1", check=False)
     assert "simcluster decodes protobuf bodies only for" in other.stderr
+
+
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: sandboxclaims.sandman.io}
+spec:
+  group: sandman.io
+  scope: Namespaced
+  names: {plural: sandboxclaims, singular: sandboxclaim, kind: SandboxClaim, shortNames: [sbc]}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+"""
+CLAIM = """
+apiVersion: sandman.io/v1alpha1
+kind: SandboxClaim
+metadata: {name: c1, namespace: default}
+spec: {image: "task:1", count: 1}
+"""
+
+
+def test_crd_and_custom_resources(kubectl: Kubectl) -> None:
+    kubectl.run("apply", "-f", "-", stdin=CRD)
+    crd = kubectl.json("get", "crd", "sandboxclaims.sandman.io")
+    assert {"type": "Established", "status": "True"}.items() <= crd["status"]["conditions"][
+        1
+    ].items()
+    assert "sandboxclaims" in kubectl.run("api-resources", "--api-group=sandman.io").stdout
+    kubectl.run("apply", "-f", "-", stdin=CLAIM)
+    kubectl.run("apply", "-f", "-", stdin=CLAIM.replace("count: 1", "count: 3"))  # merge patch
+    claim = kubectl.json("get", "sbc", "c1")
+    assert claim["spec"] == {"image": "task:1", "count": 3}
+    assert claim["metadata"]["generation"] == 2
+    kubectl.run(
+        "patch",
+        "sbc",
+        "c1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status": {"ready": 1}}',
+    )
+    assert kubectl.json("get", "sbc", "c1")["status"] == {"ready": 1}
+    smp = kubectl.run("patch", "sbc", "c1", "-p", '{"spec": {"count": 4}}', check=False)
+    assert "application/strategic-merge-patch+json is not supported by sandman.io" in smp.stderr
+    kubectl.run("delete", "crd", "sandboxclaims.sandman.io")
+    assert kubectl.run("get", "sbc", check=False).returncode != 0
+
+
+def test_wait_describe_and_events(cluster_with_nodes: Kubectl) -> None:
+    kubectl = cluster_with_nodes
+    kubectl.run("apply", "-f", "-", stdin=MANIFEST)
+    binding = "apiVersion: v1\nkind: Binding\nmetadata: {name: p1, namespace: demo}\ntarget: {name: node-0}\n"
+    kubectl.run("create", "-f", "-", stdin=binding)
+    kubectl.run("-n", "demo", "wait", "--for=condition=Ready", "pod/p1", "--timeout=20s")
+    uid = kubectl.json("-n", "demo", "get", "pod", "p1")["metadata"]["uid"]
+    event = (
+        "apiVersion: v1\nkind: Event\nmetadata: {name: p1.1, namespace: demo}\n"
+        f"involvedObject: {{kind: Pod, name: p1, namespace: demo, uid: {uid}}}\n"
+        "reason: Tested\nmessage: hello\ntype: Normal\n"
+    )
+    kubectl.run("create", "-f", "-", stdin=event)
+    described = kubectl.run("-n", "demo", "describe", "pod", "p1").stdout
+    assert "Node:" in described
+    assert "node-0/127.1.0.1" in described
+    assert "Tested" in described
+    kubectl.run("-n", "demo", "delete", "pod", "p1", "--timeout=20s")  # waits for the kubelet
