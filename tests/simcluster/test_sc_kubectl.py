@@ -213,7 +213,10 @@ def test_crd_and_custom_resources(kubectl: Kubectl) -> None:
 def test_wait_describe_and_events(cluster_with_nodes: Kubectl) -> None:
     kubectl = cluster_with_nodes
     kubectl.run("apply", "-f", "-", stdin=MANIFEST)
-    binding = "apiVersion: v1\nkind: Binding\nmetadata: {name: p1, namespace: demo}\ntarget: {name: node-0}\n"
+    binding = (
+        "apiVersion: v1\nkind: Binding\nmetadata: {name: p1, namespace: demo}\n"
+        "target: {name: node-0}\n"
+    )
     kubectl.run("create", "-f", "-", stdin=binding)
     kubectl.run("-n", "demo", "wait", "--for=condition=Ready", "pod/p1", "--timeout=20s")
     uid = kubectl.json("-n", "demo", "get", "pod", "p1")["metadata"]["uid"]
