@@ -32,12 +32,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.fixturenames.insert(0, "_no_leaked_tasks")
 
 
-def _is_anyio_runner(task: asyncio.Task[object]) -> bool:
-    """anyio's pytest plugin drives each fixture/test step from a ``TestRunner`` task of its
-    own (the teardown step's task is new and still running here): harness, not a leak."""
-    return getattr(task.get_coro(), "__qualname__", "").startswith("TestRunner.")
-
-
 @pytest.fixture
 async def _no_leaked_tasks() -> AsyncIterator[None]:
     before = set(asyncio.all_tasks())
@@ -48,7 +42,7 @@ async def _no_leaked_tasks() -> AsyncIterator[None]:
         leaked = [
             t
             for t in asyncio.all_tasks() - before
-            if t is not current and not t.done() and not _is_anyio_runner(t)
+            if t is not current and not t.done() and not _is_runner_task(t)
         ]
         if not leaked or time.monotonic() > deadline:
             break
@@ -57,6 +51,11 @@ async def _no_leaked_tasks() -> AsyncIterator[None]:
         task.cancel()
     if leaked:
         pytest.fail(f"test leaked {len(leaked)} asyncio task(s): {leaked!r}")
+
+
+def _is_runner_task(task: asyncio.Task[object]) -> bool:
+    """The anyio test runner wraps each fixture/test step in a task of its own."""
+    return "TestRunner" in getattr(task.get_coro(), "__qualname__", "")
 
 
 def _children() -> dict[int, str]:
