@@ -18,6 +18,7 @@ from simcluster.apiserver.http import ApiServer, ServerSettings
 from simcluster.apiserver.local import LocalApiError, LocalClient
 from simcluster.errors import BadRequest, NotFound, SimclusterError
 from simcluster.kubelet.kubelet import VIRTUAL_LABEL, Kubelet, NodeSettings
+from simcluster.kubelet.metrics import KubeletMetrics
 from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
 from simcluster.kubelet.runtime import Runtime, VirtualRuntime
 from simcluster.quantity import format_cpu, format_memory, to_milli, to_units
@@ -61,6 +62,7 @@ class Cluster:
             else VirtualRuntime()
         )
         self.kubelets: dict[str, Kubelet] = {}
+        self.kubelet_metrics = KubeletMetrics(self.server.metrics.registry)
         if isinstance(self.runtime, ProcessRuntime):
             self.server.core.strategies.log_reader = self.runtime.read_log
         self.kubeconfig = workdir / "kubeconfig"
@@ -100,7 +102,15 @@ class Cluster:
                 client = LocalClient(
                     self.server.dispatcher, User(f"system:node:{name}", ("system:nodes",))
                 )
-                k = Kubelet(name, i, client, self.runtime, self.settings.node, self.settings.seed)
+                k = Kubelet(
+                    name,
+                    i,
+                    client,
+                    self.runtime,
+                    self.settings.node,
+                    self.settings.seed,
+                    self.kubelet_metrics,
+                )
                 self.kubelets[name] = k
                 new.append(k)
             await asyncio.gather(*(k.start() for k in new))

@@ -18,6 +18,7 @@ import hashlib
 import logging
 import platform
 import random
+import time
 import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from simcluster.apiserver.meta import rfc3339
 from simcluster.apiserver.pods import pod_requests
 from simcluster.kubelet.images import ImageCache, PullSettings, normalize_image
 from simcluster.kubelet.limits import CreationLimiter
+from simcluster.kubelet.metrics import KubeletMetrics
 from simcluster.kubelet.runtime import Runtime, RuntimeStartError, Sandbox, sandbox_from_pod
 from simcluster.quantity import to_milli, to_units
 
@@ -84,6 +86,7 @@ class Kubelet:
         runtime: Runtime,
         settings: NodeSettings,
         seed: int = 0,
+        metrics: KubeletMetrics | None = None,
     ) -> None:
         self.name = name
         self.index = index
@@ -106,6 +109,7 @@ class Kubelet:
         self._dirty = asyncio.Event()
         self._lease: Obj | None = None
         self.started = 0  # pods that reached Running
+        self.metrics = metrics
         self._machine_id = hashlib.md5(name.encode(), usedforsecurity=False).hexdigest()
         self._boot_id = str(uuid.UUID(int=self._rng.getrandbits(128)))
 
@@ -247,6 +251,9 @@ class Kubelet:
             )
 
     def _mark_dirty(self) -> None:
+        """An image pull completed: publish node.status.images soon."""
+        if self.metrics is not None:
+            self.metrics.pulls.inc()
         self._dirty.set()
 
     async def _heartbeat_loop(self) -> None:
@@ -402,6 +409,7 @@ class Kubelet:
     async def _run(self, pod: Obj, st: _PodState) -> None:
         spec = pod["spec"]
         virtual = (pod["metadata"].get("labels") or {}).get(VIRTUAL_LABEL) == "true"
+        admitted = time.monotonic()
         try:
             async with self.limiter.slot():
                 for c in spec.get("containers") or []:
@@ -439,6 +447,9 @@ class Kubelet:
         ready = not probed or virtual
         await self._patch_status(pod, self._status(pod, st, ready, started_at))
         self.started += 1
+        if self.metrics is not None:
+            self.metrics.starts.inc()
+            self.metrics.start_seconds.observe(time.monotonic() - admitted)
         if not virtual and (probed or self.runtime.name != "virtual"):
             await self._monitor(pod, st, sandbox, ready, started_at)
 

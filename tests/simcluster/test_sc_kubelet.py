@@ -146,7 +146,7 @@ def test_admission_rejects_like_the_kubelet(sim: tuple[EmbeddedCluster, client.C
 
 
 def test_image_pull_and_creation_rate(sim: tuple[EmbeddedCluster, client.CoreV1Api]) -> None:
-    _, v1 = sim
+    cluster, v1 = sim
     t0 = time.monotonic()
     v1.create_namespaced_pod("t", pod("pull", image="absent:2"))
     bind(v1, "pull", "node-1")
@@ -168,6 +168,11 @@ def test_image_pull_and_creation_rate(sim: tuple[EmbeddedCluster, client.CoreV1A
         bind(v1, f"r{i}", "node-1")
     wait_for(lambda: all(phase(v1, f"r{i}") == "Running" for i in range(3)))
     assert time.monotonic() - t0 >= 0.35
+    assert cluster.server is not None
+    metrics = cluster.server.metrics.render().decode()
+    assert "simcluster_kubelet_pod_starts_total 4.0" in metrics
+    assert "simcluster_kubelet_image_pulls_total 1.0" in metrics
+    assert "simcluster_kubelet_pod_start_seconds_bucket" in metrics
 
 
 def test_node_faults(sim: tuple[EmbeddedCluster, client.CoreV1Api]) -> None:
