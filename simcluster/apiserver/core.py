@@ -132,7 +132,11 @@ class ApiCore:
                     rt, "", "metadata.name", "name or generateName is required"
                 )
         validate_name(
-            rt.kind, rt.group, meta["name"], dns_label=rt.plural in ("namespaces", "services")
+            rt.kind,
+            rt.group,
+            meta["name"],
+            dns_label=rt.plural in ("namespaces", "services"),
+            path_segment=rt.group == "rbac.authorization.k8s.io",
         )
         self._require_namespace(rt, namespace, creating=True)
         if self.store.get(rt.key, meta.get("namespace", ""), meta["name"]) is not None:

@@ -45,7 +45,20 @@ class IdSource:
         return prefix[:58] + "".join(self._rng.choices(_ALNUM, k=5))
 
 
-def validate_name(kind: str, group: str, name: str, *, dns_label: bool) -> None:
+def validate_name(
+    kind: str, group: str, name: str, *, dns_label: bool, path_segment: bool = False
+) -> None:
+    """Upstream's name rules: RFC 1123 subdomain for most kinds, label for namespaces and
+    services, "path segment" for RBAC kinds (``system:controller:foo`` is a valid role)."""
+    if path_segment:
+        if name in (".", "..") or "/" in name or "%" in name:
+            msg = (
+                f"Invalid value: \"{name}\": may not be '.' or '..' and may not contain '/' or '%'"
+            )
+            raise Invalid.for_object(
+                kind, group, name, [("FieldValueInvalid", "metadata.name", msg)]
+            )
+        return
     if dns_label:
         ok, what = bool(_LABEL.match(name)) and len(name) <= 63, "RFC 1123 label"
         example = "'my-name',  or '123-abc'"

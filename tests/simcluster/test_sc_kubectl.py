@@ -231,3 +231,107 @@ def test_wait_describe_and_events(cluster_with_nodes: Kubectl) -> None:
     assert "node-0/127.1.0.1" in described
     assert "Tested" in described
     kubectl.run("-n", "demo", "delete", "pod", "p1", "--timeout=20s")  # waits for the kubelet
+
+
+OPERATOR = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: sandman-system}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: sandman-controller, namespace: sandman-system}
+automountServiceAccountToken: true
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "sandman:controller"}
+rules:
+- apiGroups: [""]
+  resources: [pods, pods/binding]
+  verbs: [get, list, watch, create, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "sandman:controller"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "sandman:controller"}
+subjects: [{kind: ServiceAccount, name: sandman-controller, namespace: sandman-system}]
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: sandman-sandbox}
+value: 1000
+preemptionPolicy: Never
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata: {name: sandman}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: 30
+    limitResponse: {type: Queue, queuing: {queues: 16, handSize: 4, queueLengthLimit: 50}}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: sandman}
+spec:
+  priorityLevelConfiguration: {name: sandman}
+  matchingPrecedence: 500
+  distinguisherMethod: {type: ByUser}
+  rules:
+  - subjects: [{kind: ServiceAccount, serviceAccount: {name: sandman-controller, namespace: sandman-system}}]
+    resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"]}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: sandboxes, namespace: sandman-system}
+spec:
+  podSelector: {matchLabels: {sandman.io/sandbox: "true"}}
+  ingress: [{from: [{podSelector: {matchLabels: {app: sandman-facade}}}]}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: node-agent, namespace: sandman-system}
+spec:
+  selector: {matchLabels: {app: node-agent}}
+  template:
+    metadata: {labels: {app: node-agent}}
+    spec: {containers: [{name: agent, image: "sandman/node-agent:0.1"}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: facade, namespace: sandman-system}
+spec:
+  selector: {app: sandman-facade}
+  ports: [{name: http, port: 80, targetPort: 8080}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: facade, namespace: sandman-system}
+spec: {minAvailable: 1, selector: {matchLabels: {app: sandman-facade}}}
+"""
+
+
+def test_operator_manifests_apply_twice(kubectl: Kubectl) -> None:
+    first = kubectl.run("apply", "-f", "-", stdin=OPERATOR).stdout
+    assert first.count(" created") == 11
+    rv = kubectl.json("-n", "sandman-system", "get", "pdb", "facade")["metadata"]["resourceVersion"]
+    second = kubectl.run("apply", "-f", "-", stdin=OPERATOR).stdout
+    assert second.count(" unchanged") == 10
+    # upstream too: the PDB selector is patchStrategy=replace, so kubectl always sends it and
+    # says "configured"; the server sees a no-op and writes nothing
+    assert "poddisruptionbudget.policy/facade configured" in second
+    assert (
+        kubectl.json("-n", "sandman-system", "get", "pdb", "facade")["metadata"]["resourceVersion"]
+        == rv
+    )
+    svc = kubectl.json("-n", "sandman-system", "get", "svc", "facade")
+    assert svc["spec"]["clusterIP"].startswith("10.96.")
+    assert svc["spec"]["ports"][0]["protocol"] == "TCP"
+    changed = OPERATOR.replace("nominalConcurrencyShares: 30", "nominalConcurrencyShares: 40")
+    assert (
+        "prioritylevelconfiguration.flowcontrol.apiserver.k8s.io/sandman configured"
+        in kubectl.run("apply", "-f", "-", stdin=changed).stdout
+    )
+    assert "sandman:controller" in kubectl.run("get", "clusterroles").stdout
