@@ -280,7 +280,9 @@ spec:
   matchingPrecedence: 500
   distinguisherMethod: {type: ByUser}
   rules:
-  - subjects: [{kind: ServiceAccount, serviceAccount: {name: sandman-controller, namespace: sandman-system}}]
+  - subjects:
+    - kind: ServiceAccount
+      serviceAccount: {name: sandman-controller, namespace: sandman-system}
     resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"]}]
 ---
 apiVersion: networking.k8s.io/v1
