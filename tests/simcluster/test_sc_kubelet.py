@@ -228,3 +228,23 @@ def test_node_faults(sim: tuple[EmbeddedCluster, client.CoreV1Api]) -> None:
         assert not v1.list_namespaced_pod("t", field_selector="metadata.name=lost").items
         missing = http.post("/admin/faults", json={"kind": "kubelet-pause", "node": "node-9"})
         assert missing.status_code == 404
+
+
+def test_kubelets_survive_dropped_and_expired_watches(
+    sim: tuple[EmbeddedCluster, client.CoreV1Api],
+) -> None:
+    cluster, v1 = sim
+    assert cluster.server is not None
+    assert cluster.server.certs is not None
+    token = yaml.safe_load(cluster.kubeconfig.read_text())["users"][0]["user"]["token"]
+    with httpx.Client(
+        base_url=cluster.server.url,
+        headers={"Authorization": f"Bearer {token}"},
+        verify=cluster.server.certs.client_context(),
+    ) as http:
+        for i, kind in enumerate(("drop-watches", "expire-watches")):
+            assert http.post("/admin/faults", json={"kind": kind}).status_code == 200
+            name = f"after-{i}"
+            v1.create_namespaced_pod("t", pod(name))
+            bind(v1, name, f"node-{i}")
+            wait_for(lambda name=name: phase(v1, name) == "Running")
