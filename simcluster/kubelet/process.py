@@ -29,29 +29,26 @@ __all__ = ["ProcessRuntime", "ProcessSettings", "probe_once"]
 class ProcessSettings:
     log_dir: Path
     bubblewrap: bool = True  # use bwrap when it is on PATH
+    pod_dir: Path | None = None  # emptyDir volumes live here (default: <log_dir>/../pods)
 
 
-def _bwrap_prefix() -> list[str]:
+def _bwrap_base() -> list[str]:
+    """bwrap over a tmpfs root holding the host's top-level directories read-only (so
+    volume mount points at new top-level paths, e.g. /sandman, can be created)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return []
-    return [
-        bwrap,
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--die-with-parent",
-        "--",
-    ]
+    args = [bwrap]
+    for entry in sorted(os.listdir("/")):
+        path = f"/{entry}"
+        if entry in ("proc", "dev", "tmp"):
+            continue
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
+    return [*args, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *namespaces]
 
 
 async def probe_once(ip: str, port: int, path: str | None, timeout_s: float) -> bool:
@@ -84,7 +81,8 @@ class ProcessRuntime:
 
     def __init__(self, settings: ProcessSettings) -> None:
         self.settings = settings
-        self._prefix = _bwrap_prefix() if settings.bubblewrap else []
+        self._base = _bwrap_base() if settings.bubblewrap else []
+        self._pod_dir = settings.pod_dir or settings.log_dir.parent / "pods"
         self._procs: dict[str, list[tuple[str, asyncio.subprocess.Process]]] = {}
         settings.log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -97,7 +95,26 @@ class ProcessRuntime:
 
     @property
     def sandboxed(self) -> bool:
-        return bool(self._prefix)
+        return bool(self._base)
+
+    def _argv(self, sandbox: Sandbox, c: Container) -> list[str]:
+        if not self._base:
+            if c.mounts:
+                raise RuntimeStartError(
+                    "CreateContainerError", f"container {c.name}: volumes need bubblewrap (bwrap)"
+                )
+            return list(c.argv)
+        args = list(self._base)
+        for m in c.mounts:
+            source = m.source
+            if source is None:
+                vol = self._pod_dir / sandbox.uid / m.volume
+                vol.mkdir(parents=True, exist_ok=True)
+                source = str(vol)
+            args += ["--ro-bind" if m.read_only else "--bind", source, m.target]
+        if c.working_dir:
+            args += ["--chdir", c.working_dir]
+        return [*args, "--", *c.argv]
 
     async def start(self, sandbox: Sandbox) -> None:
         if sandbox.virtual:
@@ -117,8 +134,7 @@ class ProcessRuntime:
             with log.open("ab") as out:
                 try:
                     proc = await asyncio.create_subprocess_exec(
-                        *self._prefix,
-                        *c.argv,
+                        *self._argv(sandbox, c),
                         stdin=asyncio.subprocess.DEVNULL,
                         stdout=out,
                         stderr=asyncio.subprocess.STDOUT,
@@ -145,6 +161,7 @@ class ProcessRuntime:
 
     async def stop(self, sandbox: Sandbox, grace_s: float) -> None:
         procs = self._procs.pop(sandbox.uid, [])
+        shutil.rmtree(self._pod_dir / sandbox.uid, ignore_errors=True)
         for _, proc in procs:
             _signal(proc, signal.SIGTERM)
         for _, proc in procs:

@@ -53,12 +53,25 @@ class Probe:
 
 
 @dataclass(frozen=True, slots=True)
+class Mount:
+    """A volume mounted into a container: ``hostPath`` (source = a path on this machine)
+    or ``emptyDir`` (source = None: a per-pod directory the runtime provides)."""
+
+    volume: str
+    target: str
+    source: str | None = None
+    read_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Container:
     name: str
     image: str
     argv: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     readiness: Probe | None = None
+    mounts: tuple[Mount, ...] = ()
+    working_dir: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +166,19 @@ def _expand(text: str, env: Mapping[str, str]) -> str:
     return "".join(out)
 
 
+def _mounts(spec: Mapping[str, Any], container: Mapping[str, Any]) -> tuple[Mount, ...]:
+    volumes = {v.get("name"): v for v in spec.get("volumes") or []}
+    out = []
+    for vm in container.get("volumeMounts") or []:
+        vol = volumes.get(vm.get("name")) or {}
+        ro = bool(vm.get("readOnly", False))
+        if "hostPath" in vol:
+            out.append(Mount(vm["name"], vm["mountPath"], vol["hostPath"].get("path", ""), ro))
+        elif "emptyDir" in vol:
+            out.append(Mount(vm["name"], vm["mountPath"], None, ro))
+    return tuple(out)
+
+
 def sandbox_from_pod(pod: Mapping[str, Any], ip: str, virtual: bool) -> Sandbox:
     meta, spec = pod["metadata"], pod["spec"]
     containers = []
@@ -169,9 +195,11 @@ def sandbox_from_pod(pod: Mapping[str, Any], ip: str, virtual: bool) -> Sandbox:
         argv = tuple(
             _expand(str(a), env) for a in [*(c.get("command") or []), *(c.get("args") or [])]
         )
+        probe = _probe(c.get("readinessProbe"), ports)
+        mounts = _mounts(spec, c)
         containers.append(
             Container(
-                c["name"], c.get("image", ""), argv, env, _probe(c.get("readinessProbe"), ports)
+                c["name"], c.get("image", ""), argv, env, probe, mounts, c.get("workingDir", "")
             )
         )
     return Sandbox(

@@ -88,3 +88,51 @@ def test_process_pod_serves_on_its_pod_ip(tmp_path: Path) -> None:
             raise AssertionError("the pod's process still answers after deletion")
         except httpx.ConnectError:
             pass
+        if runtime.sandboxed:
+            _bundle_from_host_path(v1, tmp_path)
+
+
+BUNDLE = """
+import http.server, os, pathlib, sys
+pathlib.Path("marker").write_text(os.environ["POD_IP"])  # cwd = workingDir = the emptyDir
+http.server.ThreadingHTTPServer.allow_reuse_address = True
+handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=os.getcwd())
+http.server.ThreadingHTTPServer((sys.argv[1], 8080), handler).serve_forever()
+"""
+
+
+def _bundle_from_host_path(v1: client.CoreV1Api, tmp_path: Path) -> None:
+    """A "daemon bundle" delivered by a hostPath volume (as the node agent does), run from its
+    mount point, with an emptyDir as working directory."""
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "serve.py").write_text(BUNDLE)
+    pod = web_pod("bundled")
+    c = pod["spec"]["containers"][0]
+    c["command"] = [sys.executable, "/sandman/serve.py", "$(POD_IP)"]
+    c["workingDir"] = "/scratch"
+    c["volumeMounts"] = [
+        {"name": "bundle", "mountPath": "/sandman", "readOnly": True},
+        {"name": "scratch", "mountPath": "/scratch"},
+    ]
+    c["readinessProbe"]["httpGet"]["path"] = "/marker"
+    pod["spec"]["volumes"] = [
+        {"name": "bundle", "hostPath": {"path": str(bundle), "type": "Directory"}},
+        {"name": "scratch", "emptyDir": {}},
+    ]
+    v1.create_namespaced_pod("t", pod)
+    body = {"metadata": {"name": "bundled"}, "target": {"kind": "Node", "name": "node-0"}}
+    v1.create_namespaced_pod_binding("bundled", "t", body, _preload_content=False).release_conn()
+    deadline = time.monotonic() + 20
+    while True:
+        p = v1.read_namespaced_pod("bundled", "t")
+        if {c.type: c.status for c in p.status.conditions or []}.get("Ready") == "True":
+            break
+        assert time.monotonic() < deadline, p.status
+        time.sleep(0.1)
+    assert httpx.get(f"http://{p.status.pod_ip}:8080/marker").text == p.status.pod_ip
+    v1.delete_namespaced_pod("bundled", "t", grace_period_seconds=1)
+    while v1.list_namespaced_pod("t").items:
+        assert time.monotonic() < deadline + 10
+        time.sleep(0.1)
+    assert not list((tmp_path / "pods").iterdir())  # the emptyDir went with the pod
