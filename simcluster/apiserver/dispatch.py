@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import yaml
 
 from simcluster.apiserver.auth import User
 from simcluster.apiserver.core import ApiCore, ListOptions
@@ -108,6 +109,11 @@ def _decode(body: bytes, content_type: str = "application/json") -> Any:
         return None
     if content_type.startswith("application/vnd.kubernetes.protobuf"):
         return decode_k8s_protobuf(body)
+    if content_type.startswith("application/apply-patch+yaml"):
+        try:
+            return yaml.safe_load(body)
+        except yaml.YAMLError as e:
+            raise BadRequest(f"error decoding YAML: {e}")
     try:
         return msgspec.json.decode(body)
     except msgspec.DecodeError as e:
@@ -254,6 +260,10 @@ class Dispatcher:
             return 201, obj
         if info.verb == "update":
             return 200, core.update(rt, ns, info.name, _body(req), dry_run=dry)
+        if info.verb == "patch" and req.content_type.startswith("application/apply-patch"):
+            manager = q.get("fieldManager", "")
+            created, obj = core.apply(rt, ns, info.name, _body(req), manager=manager, dry_run=dry)
+            return (201 if created else 200), obj
         if info.verb == "patch":
             return 200, core.patch(rt, ns, info.name, req.content_type, _body(req), dry_run=dry)
         if info.verb == "delete":
