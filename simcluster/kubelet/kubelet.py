@@ -13,13 +13,9 @@ the object (delete with grace 0 and a uid precondition), as upstream does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import logging
-import platform
 import random
 import time
-import uuid
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +26,7 @@ from simcluster.apiserver.pods import pod_requests
 from simcluster.kubelet.images import ImageCache, PullSettings, normalize_image
 from simcluster.kubelet.limits import CreationLimiter
 from simcluster.kubelet.metrics import KubeletMetrics
+from simcluster.kubelet.node import NodePresence
 from simcluster.kubelet.runtime import Runtime, RuntimeStartError, Sandbox, sandbox_from_pod
 from simcluster.quantity import to_milli, to_units
 
@@ -97,29 +94,26 @@ class Kubelet:
         self.cap_cpu = to_milli(settings.cpu)
         self.cap_mem = to_units(settings.memory)
         self.pods: dict[str, _PodState] = {}
-        self.images = ImageCache(settings.pull, settings.preloaded_images, self._mark_dirty)
+        self._rng = random.Random(seed * 100_003 + index)
+        self.node = NodePresence(name, self.ip, client, settings, runtime.name, self._rng, metrics)
+        self.images = ImageCache(settings.pull, settings.preloaded_images, self.node.mark_dirty)
         self.limiter = CreationLimiter(settings.creation_rate, settings.creation_concurrency)
         self.paused = asyncio.Event()
         self.paused.set()  # set = running
-        self.not_ready = False
-        self._rng = random.Random(seed * 100_003 + index)
         self._free_ips = [node_ip(index, h) for h in range(254, 1, -1)]
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
-        self._dirty = asyncio.Event()
-        self._lease: Obj | None = None
         self.started = 0  # pods that reached Running
         self.metrics = metrics
-        self._machine_id = hashlib.md5(name.encode(), usedforsecurity=False).hexdigest()
-        self._boot_id = str(uuid.UUID(int=self._rng.getrandbits(128)))
+        self.node.images = self.images
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        await self._register()
+        await self.node.register()
         self._tasks = [
             asyncio.create_task(self._watch_loop(), name=f"kubelet {self.name} watch"),
-            asyncio.create_task(self._heartbeat_loop(), name=f"kubelet {self.name} heartbeat"),
-            asyncio.create_task(self._status_loop(), name=f"kubelet {self.name} status"),
+            asyncio.create_task(self.node.heartbeat_loop(), name=f"kubelet {self.name} heartbeat"),
+            asyncio.create_task(self.node.status_loop(), name=f"kubelet {self.name} status"),
         ]
 
     async def stop(self) -> None:
@@ -135,178 +129,16 @@ class Kubelet:
         await self.images.close()
 
     # --- node and lease ------------------------------------------------------------------
-    def _conditions(self) -> list[Obj]:
-        now = rfc3339()
-        ready = "Unknown" if self.not_ready else "True"
-        reason = "NodeStatusUnknown" if self.not_ready else "KubeletReady"
-        msg = (
-            "Kubelet stopped posting node status."
-            if self.not_ready
-            else "kubelet is posting ready status"
-        )
-        pressures = (("MemoryPressure", "Memory"), ("DiskPressure", "Disk"), ("PIDPressure", "PID"))
-        conds = [
-            {
-                "type": t,
-                "status": "False",
-                "reason": f"KubeletHasSufficient{r}",
-                "message": f"kubelet has sufficient {r.lower()}",
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-            for t, r in pressures
-        ]
-        conds.append(
-            {
-                "type": "Ready",
-                "status": ready,
-                "reason": reason,
-                "message": msg,
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": now,
-            }
-        )
-        return conds
+    @property
+    def not_ready(self) -> bool:
+        return self.node.not_ready
 
-    def _node_status(self) -> Obj:
-        res = {
-            "cpu": self.settings.cpu,
-            "memory": self.settings.memory,
-            "pods": str(self.settings.max_pods),
-            "ephemeral-storage": "100Gi",
-        }
-        return {
-            "capacity": res,
-            "allocatable": dict(res),
-            "conditions": self._conditions(),
-            "addresses": [
-                {"type": "InternalIP", "address": self.ip},
-                {"type": "Hostname", "address": self.name},
-            ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {
-                "kubeletVersion": self.settings.kubelet_version,
-                "kubeProxyVersion": self.settings.kubelet_version,
-                "containerRuntimeVersion": f"simcluster://{self.runtime.name}",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-                "osImage": "simcluster",
-                "kernelVersion": platform.release(),
-                "machineID": self._machine_id,
-                "systemUUID": self._machine_id,
-                "bootID": self._boot_id,
-            },
-            "images": self.images.status_images(),
-        }
-
-    async def _register(self) -> None:
-        labels = {
-            "kubernetes.io/hostname": self.name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "node.kubernetes.io/instance-type": "simcluster",
-            **self.settings.labels,
-        }
-        node = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {"name": self.name, "labels": labels},
-            "spec": {"taints": [dict(t) for t in self.settings.taints]}
-            if self.settings.taints
-            else {},
-        }
-        with contextlib.suppress(LocalApiError):
-            await self.client.request("create", "nodes", body=node)
-        await self.client.request(
-            "patch",
-            "nodes",
-            name=self.name,
-            subresource="status",
-            body={"status": self._node_status()},
-            content_type="application/merge-patch+json",
-        )
-        lease = {
-            "metadata": {"name": self.name, "namespace": "kube-node-lease"},
-            "spec": {
-                "holderIdentity": self.name,
-                "leaseDurationSeconds": 40,
-                "renewTime": _micro(),
-            },
-        }
-        try:
-            self._lease = await self.client.request(
-                "create",
-                "leases",
-                namespace="kube-node-lease",
-                body=lease,
-                group="coordination.k8s.io",
-            )
-        except LocalApiError:
-            self._lease = await self.client.request(
-                "get",
-                "leases",
-                namespace="kube-node-lease",
-                name=self.name,
-                group="coordination.k8s.io",
-            )
-
-    def _mark_dirty(self) -> None:
-        """An image pull completed: publish node.status.images soon."""
-        if self.metrics is not None:
-            self.metrics.pulls.inc()
-        self._dirty.set()
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.lease_interval_s)
-            if self.not_ready or self._lease is None:
-                continue
-            self._lease["spec"]["renewTime"] = _micro()
-            try:
-                self._lease = await self.client.request(
-                    "update",
-                    "leases",
-                    namespace="kube-node-lease",
-                    name=self.name,
-                    body=self._lease,
-                    group="coordination.k8s.io",
-                )
-            except LocalApiError as e:
-                log.debug("lease renew failed on %s: %s", self.name, e)
-                with contextlib.suppress(LocalApiError):
-                    self._lease = await self.client.request(
-                        "get",
-                        "leases",
-                        namespace="kube-node-lease",
-                        name=self.name,
-                        group="coordination.k8s.io",
-                    )
-
-    async def _status_loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), timeout=self.settings.status_interval_s)
-            self._dirty.clear()
-            await self.post_node_status()
-            await asyncio.sleep(1.0)  # coalesce bursts of image pulls into one write
+    @not_ready.setter
+    def not_ready(self, value: bool) -> None:
+        self.node.not_ready = value
 
     async def post_node_status(self, force: bool = False) -> None:
-        """Post conditions and images (a NotReady node posts nothing unless forced, which is
-        how the node lifecycle controller's Unknown condition is written)."""
-        if self.not_ready and not force:
-            return
-        status = {"conditions": self._conditions(), "images": self.images.status_images()}
-        try:
-            await self.client.request(
-                "patch",
-                "nodes",
-                name=self.name,
-                subresource="status",
-                body={"status": status},
-                content_type="application/merge-patch+json",
-            )
-        except LocalApiError as e:
-            log.debug("node status update failed on %s: %s", self.name, e)
+        await self.node.post_node_status(force)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.create_task(coro, name=name)
@@ -602,9 +434,3 @@ class Kubelet:
         status = dict(pod.get("status") or {}, phase="Failed", reason="Evicted", message=message)
         await self._patch_status(pod, status)
         return True
-
-
-def _micro() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
