@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import yaml
 
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
@@ -73,3 +77,16 @@ def cluster_with_nodes() -> Iterator[Kubectl]:
     settings = ClusterSettings(nodes=2, node=NodeSettings(start_latency_s=0.05))
     with EmbeddedCluster(settings) as c:
         yield Kubectl(c.kubeconfig)
+
+
+def admin_http(kubeconfig: Path) -> httpx.Client:
+    """An httpx client with the kubeconfig's server, CA and token (for /admin and /metrics)."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    ca = base64.b64decode(cluster["certificate-authority-data"]).decode()
+    token = config["users"][0]["user"]["token"]
+    return httpx.Client(
+        base_url=cluster["server"],
+        headers={"Authorization": f"Bearer {token}"},
+        verify=ssl.create_default_context(cadata=ca),
+    )

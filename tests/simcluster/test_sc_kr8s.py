@@ -7,15 +7,16 @@ import contextlib
 import json
 import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import httpx
 import kr8s
 import kr8s.asyncio
 import pytest
-from kr8s.asyncio.objects import ConfigMap, Namespace, Pod
+from kr8s.asyncio.objects import ConfigMap, Namespace, Pod, ResourceQuota
 
-from simcluster.apiserver import ServerSettings
+from simcluster.apiserver import ServerSettings, service_account_user
 from simcluster.embedded import EmbeddedCluster
 
 pytestmark = pytest.mark.anyio
@@ -258,3 +259,41 @@ async def test_deletecollection_and_token(api: kr8s.asyncio.Api, cluster: Embedd
         )
     assert r.status_code == 401
     assert r.json()["reason"] == "Unauthorized"
+
+
+async def test_429_retry_after_and_quota_forbidden(tmp_path: Path) -> None:
+    flow = {
+        "levels": {"sandman": {"mutating": {"rate": 3, "burst": 3}, "max_queue_wait_s": 0.0}},
+        "schemas": [{"name": "sandman", "level": "sandman", "service_accounts": ["t/*"]}],
+    }
+    with EmbeddedCluster(ServerSettings(flowcontrol=flow)) as cluster:
+        assert cluster.server is not None
+        async with kr8s_api(cluster) as admin:
+            quota = {"metadata": {"name": "q", "namespace": "t"}, "spec": {"hard": {"pods": "1"}}}
+            await ResourceQuota(quota, api=admin).create()
+            await Pod(pod_spec("first"), api=admin).create()
+            with pytest.raises(kr8s.ServerError) as forbidden:
+                await Pod(pod_spec("second"), api=admin).create()
+            await ResourceQuota(quota, api=admin).delete()
+        assert forbidden.value.response is not None
+        assert forbidden.value.response.status_code == 403
+        assert forbidden.value.status["message"].startswith(
+            'pods "second" is forbidden: exceeded quota: q'
+        )
+        sa_config = cluster.server.kubeconfig(tmp_path / "sa", service_account_user("t", "bot"))
+        sa = await kr8s.asyncio.api(kubeconfig=str(sa_config))
+        errors: list[kr8s.ServerError] = []
+        try:
+            for i in range(6):
+                try:
+                    await Pod(pod_spec(f"r{i}"), api=sa).create()
+                except kr8s.ServerError as e:
+                    errors.append(e)
+        finally:
+            if sa._session is not None:
+                await sa._session.aclose()
+        assert errors  # budget: 3/s with a burst of 3
+        response = errors[0].response
+        assert response is not None
+        assert (response.status_code, response.headers["Retry-After"]) == (429, "1")
+        assert errors[0].status["reason"] == "TooManyRequests"

@@ -4,7 +4,11 @@ and the error Status objects kubectl prints."""
 
 from __future__ import annotations
 
-from conftest import Kubectl
+import os
+import subprocess
+import time
+
+from conftest import Kubectl, admin_http, kubectl_path
 
 MANIFEST = """
 apiVersion: v1
@@ -358,3 +362,31 @@ def test_server_side_apply_approximation(kubectl: Kubectl) -> None:
         check=False,
     )
     assert "pod updates may not change fields" in refused.stderr
+
+
+def test_watch_and_429_retry_after(kubectl: Kubectl) -> None:
+    """`kubectl get -w` streams Table rows; injected 429s with Retry-After are retried by
+    client-go, so kubectl still succeeds."""
+    kubectl.run("apply", "-f", "-", stdin=MANIFEST.split("---")[0])
+    env = dict(os.environ, KUBECONFIG=str(kubectl.kubeconfig))
+    with subprocess.Popen(
+        [kubectl_path(), "-n", "demo", "get", "pods", "-w", "--request-timeout=3s"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as watcher:
+        time.sleep(1.0)
+        kubectl.run("-n", "demo", "run", "w1", "--image=busybox:1")
+        out, _ = watcher.communicate(timeout=20)
+    assert out.splitlines()[0].split()[:3] == ["NAME", "READY", "STATUS"]
+    assert any(line.startswith("w1 ") and "Pending" in line for line in out.splitlines())
+    fault = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: f, namespace: demo}\n"
+    with admin_http(kubectl.kubeconfig) as http:
+        http.post(
+            "/admin/faults", json={"kind": "api-errors", "verb": "create", "rate": 0.6, "code": 429}
+        )
+        t0 = time.monotonic()
+        kubectl.run("create", "-f", "-", stdin=fault)  # retried after Retry-After: 1
+        assert kubectl.json("-n", "demo", "get", "cm", "f")["metadata"]["name"] == "f"
+        http.post("/admin/faults", json={"kind": "clear"})
+    assert time.monotonic() - t0 < 25
