@@ -102,7 +102,8 @@ class ApiServer:
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> str:
         # the low-level server: one handler, no router or middleware (~0.1 ms saved per request)
-        server = web.Server(self._handle, access_log=None)  # bodies up to 1 MiB (etcd: 1.5)
+        # handler_cancellation: a watch whose client hung up ends now, not at its timeout
+        server = web.Server(self._handle, access_log=None, handler_cancellation=True)
         self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         ssl_ctx = self.certs.server_context() if self.certs else None

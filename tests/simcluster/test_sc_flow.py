@@ -4,9 +4,11 @@ clients: 429 with Retry-After for the over-budget flow only, request counters by
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
+from conftest import admin_http
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -118,3 +120,23 @@ def test_admin_faults_error_rate_and_forced_410() -> None:
             assert json.loads(lines[0])["object"]["code"] == 410
             bad = http.post("/admin/faults", json={"kind": "nope"})
             assert bad.status_code == 400
+
+
+def test_abandoned_watch_is_released() -> None:
+    with EmbeddedCluster() as cluster:
+        assert cluster.server is not None
+        store = cluster.server.store
+        before = len(store.all_watchers())
+        with (
+            admin_http(cluster.kubeconfig) as http,
+            http.stream("GET", "/api/v1/pods", params={"watch": "1"}) as r,
+        ):
+            assert r.status_code == 200
+            deadline = time.monotonic() + 5
+            while len(store.all_watchers()) == before:
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+        deadline = time.monotonic() + 5
+        while len(store.all_watchers()) != before:  # the client hung up: the server lets go
+            assert time.monotonic() < deadline, "watcher still registered"
+            time.sleep(0.02)
