@@ -312,6 +312,11 @@ spec:
   selector: {app: sandman-facade}
   ports: [{name: http, port: 80, targetPort: 8080}]
 ---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata: {name: gvisor}
+handler: runsc
+---
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: facade, namespace: sandman-system}
@@ -321,10 +326,10 @@ spec: {minAvailable: 1, selector: {matchLabels: {app: sandman-facade}}}
 
 def test_operator_manifests_apply_twice(kubectl: Kubectl) -> None:
     first = kubectl.run("apply", "-f", "-", stdin=OPERATOR).stdout
-    assert first.count(" created") == 11
+    assert first.count(" created") == 12
     rv = kubectl.json("-n", "sandman-system", "get", "pdb", "facade")["metadata"]["resourceVersion"]
     second = kubectl.run("apply", "-f", "-", stdin=OPERATOR).stdout
-    assert second.count(" unchanged") == 10
+    assert second.count(" unchanged") == 11
     # upstream too: the PDB selector is patchStrategy=replace, so kubectl always sends it and
     # says "configured"; the server sees a no-op and writes nothing
     assert "poddisruptionbudget.policy/facade configured" in second
