@@ -112,8 +112,8 @@ class ProcessRuntime:
                 vol.mkdir(parents=True, exist_ok=True)
                 source = str(vol)
             args += ["--ro-bind" if m.read_only else "--bind", source, m.target]
-        if c.working_dir:
-            args += ["--chdir", c.working_dir]
+        args += ["--hostname", sandbox.name]  # a pod's hostname is its name
+        args += ["--chdir", c.working_dir or "/"]  # a container starts in its WORKDIR, not ours
         return [*args, "--", *c.argv]
 
     async def start(self, sandbox: Sandbox) -> None:
@@ -139,6 +139,7 @@ class ProcessRuntime:
                         stdout=out,
                         stderr=asyncio.subprocess.STDOUT,
                         env=env,
+                        cwd=c.working_dir or "/" if not self._base else None,
                         start_new_session=True,
                     )
                 except OSError as e:

@@ -73,6 +73,7 @@ def test_process_pod_serves_on_its_pod_ip(tmp_path: Path) -> None:
         assert ip.startswith("127.1.0.")
         r = httpx.get(f"http://{ip}:8080/")
         assert r.status_code == 200
+        assert 'href="usr/"' in r.text  # it serves its working directory: "/", not ours
         log = tmp_path / "logs" / "t_web_web.log"
         assert "GET / HTTP/1.1" in log.read_text()  # the probe's and our request
         logs = Kubectl(cluster.kubeconfig).run("-n", "t", "logs", "web", "--tail=1").stdout
