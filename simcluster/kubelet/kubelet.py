@@ -23,6 +23,7 @@ from typing import Any
 from simcluster.apiserver.local import LocalApiError, LocalClient
 from simcluster.apiserver.meta import rfc3339
 from simcluster.apiserver.pods import pod_requests
+from simcluster.kubelet.admission import Capacity, admit
 from simcluster.kubelet.images import ImageCache, PullSettings, normalize_image
 from simcluster.kubelet.limits import CreationLimiter
 from simcluster.kubelet.metrics import KubeletMetrics
@@ -211,30 +212,24 @@ class Kubelet:
 
     def _admit(self, pod: Obj) -> None:
         active = [s for s in self.pods.values() if s.active]
-        cpu, mem = pod_requests(pod)
-        used_cpu, used_mem = sum(s.cpu for s in active), sum(s.memory for s in active)
-        checks = (
-            ("OutOfpods", "pods", 1, len(active), self.settings.max_pods),
-            ("OutOfcpu", "cpu", cpu, used_cpu, self.cap_cpu),
-            ("OutOfmemory", "memory", mem, used_mem, self.cap_mem),
+        used = (len(active), sum(s.cpu for s in active), sum(s.memory for s in active))
+        cap = Capacity(self.settings.max_pods, self.cap_cpu, self.cap_mem)
+        verdict = admit(
+            pod["spec"], pod_requests(pod), used, cap, self.node.labels, self.node.taints
         )
-        for reason, res, req, used, cap in checks:
-            if req and used + req > cap:
-                st = self._track(pod, active=False)
-                msg = (
-                    f"Pod was rejected: Node didn't have enough resource: {res}, "
-                    f"requested: {req}, used: {used}, capacity: {cap}"
-                )
-                status = {
-                    "phase": "Failed",
-                    "reason": reason,
-                    "message": msg,
-                    "startTime": rfc3339(),
-                }
-                st.task = asyncio.create_task(
-                    self._patch_status(pod, status), name=f"reject {st.name}"
-                )
-                return
+        if verdict is not None:
+            reason, message = verdict
+            st = self._track(pod, active=False)
+            status = {
+                "phase": "Failed",
+                "reason": reason,
+                "message": message,
+                "startTime": rfc3339(),
+            }
+            st.task = asyncio.create_task(self._patch_status(pod, status), name=f"reject {st.name}")
+            if self.metrics is not None:
+                self.metrics.rejections.labels(reason).inc()
+            return
         st = self._track(pod, active=True)
         st.task = asyncio.create_task(self._run(pod, st), name=f"run {st.name}")
 

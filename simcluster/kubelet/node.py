@@ -58,6 +58,15 @@ class NodePresence:
         self._lease: Obj | None = None
         self._machine_id = hashlib.md5(name.encode(), usedforsecurity=False).hexdigest()
         self._boot_id = str(uuid.UUID(int=rng.getrandbits(128)))
+        self.labels: dict[str, str] = {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": "simcluster",
+            **settings.labels,
+        }
+        # the taints the kubelet checks at admission (from its settings)
+        self.taints: list[Obj] = [dict(t) for t in settings.taints]
 
     def _conditions(self) -> list[Obj]:
         now = rfc3339()
@@ -124,13 +133,7 @@ class NodePresence:
         }
 
     async def register(self) -> None:
-        labels = {
-            "kubernetes.io/hostname": self.name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "node.kubernetes.io/instance-type": "simcluster",
-            **self.settings.labels,
-        }
+        labels = self.labels
         node = {
             "apiVersion": "v1",
             "kind": "Node",

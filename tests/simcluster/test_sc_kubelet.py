@@ -143,6 +143,12 @@ def test_admission_rejects_like_the_kubelet(sim: tuple[EmbeddedCluster, client.C
         bind(v1, name, "node-0")
     wait_for(lambda: phase(v1, "s3") == "Failed")
     assert v1.read_namespaced_pod("s3", "t").status.reason == "OutOfpods"
+    picky = pod("picky", cpu="10m")
+    picky["spec"]["nodeSelector"] = {"disk": "ssd"}  # node-1 has no such label
+    v1.create_namespaced_pod("t", picky)
+    bind(v1, "picky", "node-1")
+    wait_for(lambda: phase(v1, "picky") == "Failed")
+    assert v1.read_namespaced_pod("picky", "t").status.reason == "NodeAffinity"
 
 
 def test_image_pull_and_creation_rate(sim: tuple[EmbeddedCluster, client.CoreV1Api]) -> None:

@@ -8,6 +8,7 @@ from simcluster.apiserver.dispatch import parse_path
 from simcluster.apiserver.patch import json_patch, merge_patch, strategic_merge_patch
 from simcluster.apiserver.selectors import FieldSelector, LabelSelector
 from simcluster.errors import BadRequest, Invalid
+from simcluster.kubelet.admission import Capacity, admit
 from simcluster.quantity import format_cpu, format_memory, to_milli, to_units
 
 
@@ -115,3 +116,43 @@ def test_parse_path() -> None:
     watch = parse_path("GET", "/apis/coordination.k8s.io/v1/namespaces/x/leases", {"watch": "1"})
     assert watch is not None
     assert (watch.verb, watch.group, watch.resource) == ("watch", "coordination.k8s.io", "leases")
+
+
+def test_kubelet_admission_rules() -> None:
+    cap = Capacity(pods=3, cpu_milli=1000, memory=2**30)
+    labels = {"kubernetes.io/hostname": "n0", "disk": "ssd", "gen": "5"}
+    ok = admit({}, (100, 2**20), (0, 0, 0), cap, labels, [])
+    assert ok is None
+    assert admit({}, (100, 0), (3, 0, 0), cap, labels, []) == (
+        "OutOfpods",
+        "Pod was rejected: Node didn't have enough resource: pods, "
+        "requested: 1, used: 3, capacity: 3",
+    )
+    assert admit({}, (0, 2**30), (0, 0, 1), cap, labels, [])[0] == "OutOfmemory"
+    assert admit({"nodeSelector": {"disk": "hdd"}}, (0, 0), (0, 0, 0), cap, labels, []) == (
+        "NodeAffinity",
+        "Pod was rejected: Predicate NodeAffinity failed",
+    )
+    affinity = {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["6"]}]},
+                        {
+                            "matchExpressions": [
+                                {"key": "disk", "operator": "In", "values": ["ssd"]}
+                            ]
+                        },
+                    ]
+                }
+            }
+        }
+    }
+    assert admit(affinity, (0, 0), (0, 0, 0), cap, labels, []) is None  # second term matches
+    taint = {"key": "dedicated", "value": "x", "effect": "NoExecute"}
+    assert admit({}, (0, 0), (0, 0, 0), cap, labels, [taint])[0] == "TaintToleration"
+    tolerated = {"tolerations": [{"key": "dedicated", "operator": "Equal", "value": "x"}]}
+    assert admit(tolerated, (0, 0), (0, 0, 0), cap, labels, [taint]) is None
+    no_schedule = {"key": "k", "effect": "NoSchedule"}
+    assert admit({}, (0, 0), (0, 0, 0), cap, labels, [no_schedule]) is None  # kubelet ignores it
