@@ -35,7 +35,7 @@ _API = {
 _NODES = {
     "count", "cpu", "memory", "max_pods", "labels", "taints", "foreign_fraction", "creation_rate",
     "creation_concurrency", "start_latency_s", "start_jitter_s", "lease_interval_s",
-    "status_interval_s", "preloaded_images",
+    "status_interval_s", "preloaded_images", "restart_backoff_s",
 }  # fmt: skip
 _IMAGES = {"pull_base_s", "pull_bandwidth", "pull_parallelism", "default_size", "sizes"}
 
@@ -126,6 +126,7 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             preloaded_images=tuple(nodes.get("preloaded_images") or ()),
             lease_interval_s=float(nodes.get("lease_interval_s", 10)),
             status_interval_s=float(nodes.get("status_interval_s", 60)),
+            restart_backoff_s=float(nodes.get("restart_backoff_s", 10)),
         )
         return ClusterSettings(
             server=server,

@@ -53,6 +53,7 @@ class NodeSettings:
     preloaded_images: tuple[str, ...] = ()
     lease_interval_s: float = 10.0
     status_interval_s: float = 60.0
+    restart_backoff_s: float = 10.0  # first CrashLoopBackOff delay, doubling up to 300 s
     kubelet_version: str = "v1.32.0-simcluster"
 
 
@@ -73,6 +74,7 @@ class _PodState:
     sandbox: Sandbox | None = None
     task: asyncio.Task[None] | None = None
     terminating: bool = False
+    restarts: int = 0
 
 
 class Kubelet:
@@ -294,22 +296,17 @@ class Kubelet:
             exited = self.runtime.exited(sandbox)
             if exited is not None:
                 name, code = exited
-                phase = "Succeeded" if code == 0 else "Failed"
-                status = self._status(pod, st, False, started_at)
-                status["phase"] = phase
-                for cs in status["containerStatuses"]:
-                    if cs["name"] == name:
-                        cs["state"] = {
-                            "terminated": {
-                                "exitCode": code,
-                                "reason": "Completed" if code == 0 else "Error",
-                                "startedAt": started_at,
-                                "finishedAt": rfc3339(),
-                            }
-                        }
-                st.active = False
-                await self._patch_status(pod, status)
-                return
+                policy = pod["spec"].get("restartPolicy", "Always")
+                if policy == "Never" or (policy == "OnFailure" and code == 0):
+                    await self._finish(pod, st, name, code, started_at)
+                    return
+                try:
+                    started_at = await self._restart(pod, st, sandbox, name, code, started_at)
+                except RuntimeStartError:
+                    await self._finish(pod, st, name, code, started_at)
+                    return
+                ready, failures = not probed, 0
+                continue
             results = [await self.runtime.probe(sandbox, c) for c in probed]
             ok = all(results)
             failures = 0 if ok else failures + 1
@@ -317,6 +314,49 @@ class Kubelet:
                 ready = ok
                 await self._patch_status(pod, self._status(pod, st, ready, started_at))
             await asyncio.sleep(period if ready else min(period, 0.5))
+
+    def _terminated(self, code: int, started_at: str) -> Obj:
+        reason = "Completed" if code == 0 else "Error"
+        return {
+            "exitCode": code,
+            "reason": reason,
+            "startedAt": started_at,
+            "finishedAt": rfc3339(),
+        }
+
+    async def _finish(self, pod: Obj, st: _PodState, name: str, code: int, started_at: str) -> None:
+        """A container exited and the restart policy says stay down: the pod is terminal."""
+        status = self._status(pod, st, False, started_at)
+        status["phase"] = "Succeeded" if code == 0 else "Failed"
+        for cs in status["containerStatuses"]:
+            if cs["name"] == name:
+                cs["state"] = {"terminated": self._terminated(code, started_at)}
+        st.active = False
+        await self._patch_status(pod, status)
+
+    async def _restart(
+        self, pod: Obj, st: _PodState, sandbox: Sandbox, name: str, code: int, started_at: str
+    ) -> str:
+        """Restart after an exponential back-off (CrashLoopBackOff), as the kubelet does.
+        The whole sandbox restarts (emptyDir contents do not survive it). Returns the new
+        start time."""
+        st.restarts += 1
+        delay = min(self.settings.restart_backoff_s * 2 ** (st.restarts - 1), 300.0)
+        status = self._status(pod, st, False, started_at)
+        for cs in status["containerStatuses"]:
+            if cs["name"] == name:
+                cs["lastState"] = {"terminated": self._terminated(code, started_at)}
+                msg = f"back-off {delay:g}s restarting failed container={name} pod={st.name}"
+                cs["state"] = {"waiting": {"reason": "CrashLoopBackOff", "message": msg}}
+                cs["started"] = False
+        await self._patch_status(pod, status)
+        await self.runtime.stop(sandbox, 0)
+        await asyncio.sleep(delay)
+        await self.runtime.start(sandbox)
+        started_at = rfc3339()
+        probed = any(c.readiness is not None for c in sandbox.containers)
+        await self._patch_status(pod, self._status(pod, st, not probed, started_at))
+        return started_at
 
     def _status(
         self,
@@ -355,7 +395,7 @@ class Kubelet:
             {
                 "name": c["name"],
                 "ready": ready,
-                "restartCount": 0,
+                "restartCount": st.restarts,
                 "started": True,
                 "image": c.get("image", ""),
                 "imageID": normalize_image(c.get("image", "")),

@@ -137,3 +137,51 @@ def _bundle_from_host_path(v1: client.CoreV1Api, tmp_path: Path) -> None:
         assert time.monotonic() < deadline + 10
         time.sleep(0.1)
     assert not list((tmp_path / "pods").iterdir())  # the emptyDir went with the pod
+
+
+def _shell_pod(name: str, script: str, policy: str) -> dict:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": policy,
+            "containers": [{"name": "c", "image": "sh:1", "command": ["/bin/sh", "-c", script]}],
+        },
+    }
+
+
+def test_restart_policy(tmp_path: Path) -> None:
+    node = NodeSettings(preloaded_images=("sh:1",), restart_backoff_s=0.1)
+    with (
+        EmbeddedCluster(
+            ClusterSettings(nodes=1, runtime="process", node=node), workdir=tmp_path
+        ) as cluster,
+        config.new_client_from_config(config_file=str(cluster.kubeconfig)) as ac,
+    ):
+        v1 = client.CoreV1Api(ac)
+        v1.create_namespace({"metadata": {"name": "t"}})
+        for name, script, policy in (
+            ("done", "exit 0", "Never"),
+            ("crash", "exit 3", "Never"),
+            ("loop", "exit 3", "OnFailure"),
+        ):
+            v1.create_namespaced_pod("t", _shell_pod(name, script, policy))
+            body = {"metadata": {"name": name}, "target": {"kind": "Node", "name": "node-0"}}
+            v1.create_namespaced_pod_binding(name, "t", body, _preload_content=False).release_conn()
+        deadline = time.monotonic() + 20
+
+        def status(name: str) -> client.V1PodStatus:
+            return v1.read_namespaced_pod(name, "t").status
+
+        while status("done").phase != "Succeeded" or status("crash").phase != "Failed":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert status("crash").container_statuses[0].state.terminated.exit_code == 3
+        while (
+            max((c.restart_count for c in status("loop").container_statuses or []), default=0) < 2
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        loop = status("loop")
+        assert loop.phase == "Running"
+        assert loop.container_statuses[0].last_state.terminated.exit_code == 3
+        v1.delete_collection_namespaced_pod("t", grace_period_seconds=0)
