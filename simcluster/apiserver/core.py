@@ -343,6 +343,8 @@ class ApiCore:
             )
         if options.get("dryRun"):
             return obj
+        if options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True:
+            self.strategies.gc.orphan(meta["uid"])
         grace = self.strategies.grace_period(rt, obj, options.get("gracePeriodSeconds"))
         if grace == 0 and not meta.get("finalizers"):
             return self._remove(rt, obj)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -297,3 +297,40 @@ async def test_429_retry_after_and_quota_forbidden(tmp_path: Path) -> None:
         assert response is not None
         assert (response.status_code, response.headers["Retry-After"]) == (429, "1")
         assert errors[0].status["reason"] == "TooManyRequests"
+
+
+async def test_owner_deletion_collects_dependents(api: kr8s.asyncio.Api) -> None:
+    owner = await ConfigMap({"metadata": {"name": "owner", "namespace": "t"}}, api=api)
+    await owner.create()
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid}
+    for name in ("dep-a", "dep-b"):
+        spec = pod_spec(name)
+        spec["metadata"]["ownerReferences"] = [ref]
+        await Pod(spec, api=api).create()
+    await owner.delete()  # background propagation: the pods go shortly after
+
+    async def no_pods() -> bool:
+        return not [p async for p in api.async_get("pods", namespace="t")]
+
+    await eventually(no_pods)
+    keeper = await ConfigMap({"metadata": {"name": "keeper", "namespace": "t"}}, api=api)
+    await keeper.create()
+    spec = pod_spec("orphan")
+    spec["metadata"]["ownerReferences"] = [{**ref, "name": "keeper", "uid": keeper.metadata.uid}]
+    await Pod(spec, api=api).create()
+    await keeper.delete(propagation_policy="Orphan")
+
+    async def orphaned() -> bool:
+        orphan = await Pod.get("orphan", namespace="t", api=api)
+        return not orphan.metadata.get("ownerReferences")
+
+    await eventually(orphaned)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], attempts: int = 100) -> None:
+    """Poll ``check`` every 50 ms (5 s by default)."""
+    for _ in range(attempts):
+        if await check():
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError(f"{check.__name__} did not become true")
