@@ -140,6 +140,19 @@ def _review(rt: ResourceType, user: User, body: Obj) -> Obj:
     return out
 
 
+def _metadata_mode(accept: str) -> bool:
+    """``as=PartialObjectMetadata[List]``: metadata-only objects (client-go metadata informers)."""
+    return "as=PartialObjectMetadata" in accept
+
+
+def _partial(obj: Obj) -> Obj:
+    return {
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj["metadata"],
+    }
+
+
 def _table_mode(accept: str) -> bool:
     return "as=Table" in accept
 
@@ -214,6 +227,17 @@ class Dispatcher:
                 obj = table(
                     rt, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}, include
                 )
+        elif _metadata_mode(req.accept) and info.verb in ("list", "get") and not info.subresource:
+            if info.verb == "list":
+                items = [_partial(o) for o in obj["items"]]
+                obj = {
+                    **obj,
+                    "kind": "PartialObjectMetadataList",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "items": items,
+                }
+            else:
+                obj = _partial(obj)
         return ApiResponse(code, _json(obj))
 
     def _opts(self, q: Mapping[str, str]) -> ListOptions:
@@ -344,6 +368,11 @@ class Dispatcher:
         bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
         render: Renderer = default_render
+        if _metadata_mode(req.accept):
+
+            def render(kind: str, event: Event) -> bytes:
+                return line(kind, _json(_partial(event.obj)))
+
         if _table_mode(req.accept):
             include = q.get("includeObject", "Metadata")
 

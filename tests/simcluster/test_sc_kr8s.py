@@ -125,6 +125,11 @@ async def test_selectors_and_pagination(api: kr8s.asyncio.Api) -> None:
     assert page2["items"][0]["metadata"]["name"] == "p10"
     everything = [p async for p in api.async_get("pods", namespace="t")]  # kr8s pages by 100
     assert len(everything) == 25
+    meta_only = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+    async with api.call_api("GET", url="pods", namespace="t", headers={"Accept": meta_only}) as r:
+        partial = r.json()
+    assert partial["kind"] == "PartialObjectMetadataList"
+    assert set(partial["items"][0]) == {"kind", "apiVersion", "metadata"}
 
 
 async def test_watch_resume_bookmarks_and_timeout(api: kr8s.asyncio.Api) -> None:
