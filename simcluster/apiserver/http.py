@@ -286,7 +286,8 @@ class ApiServer:
                 return
             wait = min(deadline, next_bookmark if ws.bookmarks else deadline) - now
             try:
-                item = await asyncio.wait_for(q.get(), timeout=max(wait, 0))
+                # a busy stream skips wait_for (which costs a task per call)
+                item = q.get_nowait() if not q.empty() else await asyncio.wait_for(q.get(), wait)
             except TimeoutError:
                 if ws.bookmarks and loop.time() >= next_bookmark:
                     await resp.write(self.core.bookmark(ws.rt, ws.watcher))

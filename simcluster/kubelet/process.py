@@ -17,6 +17,8 @@ import contextlib
 import os
 import shutil
 import signal
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +51,19 @@ def _bwrap_base() -> list[str]:
             args += ["--ro-bind", path, path]
     namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
     return [*args, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *namespaces]
+
+
+def _host_tmp_paths(argv0: Sequence[str]) -> list[str]:
+    """Host paths under /tmp the pod's program needs (this Python's prefix and import path,
+    the command itself): /tmp is private in the sandbox, so a checkout or virtualenv living
+    under /tmp (as CI clones may) is bound back in, read-only."""
+    candidates = {sys.prefix, *sys.path, *(os.path.dirname(a) for a in argv0 if a.startswith("/"))}
+    wanted = sorted(p for p in candidates if p.startswith("/tmp/") and os.path.isdir(p))
+    out: list[str] = []
+    for p in wanted:
+        if not any(p == q or p.startswith(q + "/") for q in out):
+            out.append(p)
+    return out
 
 
 async def probe_once(ip: str, port: int, path: str | None, timeout_s: float) -> bool:
@@ -105,6 +120,8 @@ class ProcessRuntime:
                 )
             return list(c.argv)
         args = list(self._base)
+        for path in _host_tmp_paths(c.argv[:1]):
+            args += ["--ro-bind", path, path]
         for m in c.mounts:
             source = m.source
             if source is None:
