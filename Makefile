@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 APT_PACKAGES := bubblewrap busybox-static binutils
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler clean
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster simcluster clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman demo
@@ -53,6 +53,14 @@ bench-daemon: system-deps $(STAMP) bundle
 
 bench-scheduler: $(STAMP)
 	$(BIN)/python -m scheduler.bench
+
+# The simulated cluster: `make simcluster PROFILE=paper-burst`; Ctrl-C stops it.
+PROFILE ?= dev
+simcluster: system-deps $(STAMP)
+	$(BIN)/python -m simcluster up --profile $(PROFILE)
+
+bench-simcluster: $(STAMP)
+	$(BIN)/python -m simcluster.bench --repeat 5 --json
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info

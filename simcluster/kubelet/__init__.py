@@ -1,0 +1,30 @@
+"""Simulated kubelets and their container runtimes (virtual, process)."""
+
+from simcluster.kubelet.images import ImageCache, PullSettings
+from simcluster.kubelet.kubelet import Kubelet, NodeSettings
+from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
+from simcluster.kubelet.runtime import (
+    Container,
+    Mount,
+    Probe,
+    Runtime,
+    RuntimeStartError,
+    Sandbox,
+    VirtualRuntime,
+)
+
+__all__ = [
+    "Container",
+    "ImageCache",
+    "Kubelet",
+    "Mount",
+    "NodeSettings",
+    "Probe",
+    "ProcessRuntime",
+    "ProcessSettings",
+    "PullSettings",
+    "Runtime",
+    "RuntimeStartError",
+    "Sandbox",
+    "VirtualRuntime",
+]

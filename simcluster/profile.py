@@ -1,0 +1,143 @@
+"""Loading profiles: YAML data files -> frozen ``ClusterSettings``.
+
+Parsing is strict (an unknown key is a ``ProfileError`` naming it) so a typo in a latency
+never silently falls back to a default. ``override`` applies command-line changes such as
+``nodes.count=10`` with the same checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simcluster.apiserver.http import ServerSettings
+from simcluster.cluster import ClusterSettings
+from simcluster.errors import BadRequest, SimclusterError
+from simcluster.kubelet.images import PullSettings
+from simcluster.kubelet.kubelet import NodeSettings
+from simcluster.quantity import to_units
+
+__all__ = ["ProfileError", "builtin_profiles", "load_profile", "parse_profile"]
+
+_TOP = {"description", "seed", "runtime", "apiserver", "nodes", "images", "kubeconfigs"}
+_API = {
+    "history",
+    "bookmark_interval_s",
+    "watch_timeout_s",
+    "write_latency_s",
+    "flowcontrol",
+    "tls",
+}
+_NODES = {
+    "count", "cpu", "memory", "max_pods", "labels", "taints", "foreign_fraction", "creation_rate",
+    "creation_concurrency", "start_latency_s", "start_jitter_s", "lease_interval_s",
+    "status_interval_s", "preloaded_images", "restart_backoff_s",
+}  # fmt: skip
+_IMAGES = {"pull_base_s", "pull_bandwidth", "pull_parallelism", "default_size", "sizes"}
+
+
+class ProfileError(SimclusterError):
+    pass
+
+
+def builtin_profiles() -> list[str]:
+    files = resources.files("simcluster.profiles").iterdir()
+    return sorted(f.name.removesuffix(".yaml") for f in files if f.name.endswith(".yaml"))
+
+
+def _check(section: str, data: Mapping[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ProfileError(
+            f"{section}: unknown key(s) {', '.join(unknown)} "
+            f"(allowed: {', '.join(sorted(allowed))})"
+        )
+
+
+def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None) -> ClusterSettings:
+    """A built-in profile by name, or a YAML file by path."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") and path.exists():
+        text = path.read_text()
+    elif name_or_path in builtin_profiles():
+        text = resources.files("simcluster.profiles").joinpath(f"{name_or_path}.yaml").read_text()
+    else:
+        raise ProfileError(
+            f"no profile {name_or_path!r}: built-in ones are {', '.join(builtin_profiles())}"
+        )
+    data = yaml.safe_load(text) or {}
+    for key, value in (overrides or {}).items():
+        _set(data, key, yaml.safe_load(value))
+    return parse_profile(data)
+
+
+def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    cur = data
+    for p in parents:
+        cur = cur.setdefault(p, {})
+        if not isinstance(cur, dict):
+            raise ProfileError(f"cannot set {dotted}: {p} is not a section")
+    cur[last] = value
+
+
+def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
+    _check("profile", data, _TOP)
+    api, nodes, images = (
+        data.get("apiserver") or {},
+        data.get("nodes") or {},
+        data.get("images") or {},
+    )
+    _check("apiserver", api, _API)
+    _check("nodes", nodes, _NODES)
+    _check("images", images, _IMAGES)
+    try:
+        server = ServerSettings(
+            history=int(api.get("history", 10_000)),
+            bookmark_interval_s=float(api.get("bookmark_interval_s", 60)),
+            watch_timeout_s=float(api.get("watch_timeout_s", 1800)),
+            write_latency_s=float(api.get("write_latency_s", 0)),
+            flowcontrol=dict(api.get("flowcontrol") or {}),
+            fault_seed=int(data.get("seed", 0)),
+            tls=bool(api.get("tls", True)),
+        )
+        pull = PullSettings(
+            base_s=float(images.get("pull_base_s", 0)),
+            bandwidth_bps=float(to_units(images.get("pull_bandwidth", 0))),
+            parallelism=int(images.get("pull_parallelism", 0)),
+            default_size=to_units(images.get("default_size", "100Mi")),
+            sizes={k: to_units(v) for k, v in (images.get("sizes") or {}).items()},
+        )
+        node = NodeSettings(
+            cpu=str(nodes.get("cpu", "16")),
+            memory=str(nodes.get("memory", "64Gi")),
+            max_pods=int(nodes.get("max_pods", 110)),
+            labels=dict(nodes.get("labels") or {}),
+            taints=tuple(nodes.get("taints") or ()),
+            creation_rate=float(nodes.get("creation_rate", 0)),
+            creation_concurrency=int(nodes.get("creation_concurrency", 0)),
+            start_latency_s=float(nodes.get("start_latency_s", 0)),
+            start_jitter_s=float(nodes.get("start_jitter_s", 0)),
+            pull=pull,
+            preloaded_images=tuple(nodes.get("preloaded_images") or ()),
+            lease_interval_s=float(nodes.get("lease_interval_s", 10)),
+            status_interval_s=float(nodes.get("status_interval_s", 60)),
+            restart_backoff_s=float(nodes.get("restart_backoff_s", 10)),
+        )
+        return ClusterSettings(
+            server=server,
+            nodes=int(nodes.get("count", 0)),
+            node=node,
+            runtime=str(data.get("runtime", "virtual")),
+            foreign_fraction=float(nodes.get("foreign_fraction", 0)),
+            seed=int(data.get("seed", 0)),
+            service_account_kubeconfigs=tuple(
+                (k, str(v)) for k, v in (data.get("kubeconfigs") or {}).items()
+            ),
+        )
+    except (TypeError, ValueError, BadRequest) as e:
+        raise ProfileError(f"invalid profile value: {e}") from e

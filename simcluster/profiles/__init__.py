@@ -1,0 +1,1 @@
+"""Cluster profiles as data: every latency and budget of a simulated cluster in one file."""

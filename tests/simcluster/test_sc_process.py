@@ -1,0 +1,187 @@
+"""Process runtime: the pod's command really runs (under bubblewrap where installed),
+listening on its own loopback pod IP; the readiness probe is a real HTTP GET; deleting the
+pod stops the process within the grace period."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from conftest import Kubectl
+from kubernetes import client, config
+
+from simcluster.cluster import ClusterSettings
+from simcluster.embedded import EmbeddedCluster
+from simcluster.kubelet.kubelet import NodeSettings
+from simcluster.kubelet.process import ProcessRuntime
+
+
+def web_pod(name: str) -> dict:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 5,
+            "containers": [
+                {
+                    "name": "web",
+                    "image": "python:3.11",
+                    "command": [sys.executable, "-m", "http.server", "--bind", "$(POD_IP)", "8080"],
+                    "env": [
+                        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+                    ],
+                    "ports": [{"name": "http", "containerPort": 8080}],
+                    "readinessProbe": {
+                        "httpGet": {"path": "/", "port": "http"},
+                        "periodSeconds": 1,
+                    },
+                }
+            ],
+        },
+    }
+
+
+def test_process_pod_serves_on_its_pod_ip(tmp_path: Path) -> None:
+    settings = ClusterSettings(
+        nodes=1, runtime="process", node=NodeSettings(preloaded_images=("python:3.11",))
+    )
+    with (
+        EmbeddedCluster(settings, workdir=tmp_path) as cluster,
+        config.new_client_from_config(config_file=str(cluster.kubeconfig)) as ac,
+    ):
+        assert cluster.cluster is not None
+        runtime = cluster.cluster.runtime
+        assert isinstance(runtime, ProcessRuntime)
+        assert runtime.sandboxed == (shutil.which("bwrap") is not None)
+        v1 = client.CoreV1Api(ac)
+        v1.create_namespace({"metadata": {"name": "t"}})
+        v1.create_namespaced_pod("t", web_pod("web"))
+        body = {"metadata": {"name": "web"}, "target": {"kind": "Node", "name": "node-0"}}
+        v1.create_namespaced_pod_binding("web", "t", body, _preload_content=False).release_conn()
+        deadline = time.monotonic() + 20
+        while True:
+            pod = v1.read_namespaced_pod("web", "t")
+            ready = {c.type: c.status for c in pod.status.conditions or []}.get("Ready")
+            if ready == "True":
+                break
+            assert time.monotonic() < deadline, f"pod never became Ready: {pod.status}"
+            time.sleep(0.1)
+        ip = pod.status.pod_ip
+        assert ip.startswith("127.1.0.")
+        r = httpx.get(f"http://{ip}:8080/")
+        assert r.status_code == 200
+        assert 'href="usr/"' in r.text  # it serves its working directory: "/", not ours
+        log = tmp_path / "logs" / "t_web_web.log"
+        assert "GET / HTTP/1.1" in log.read_text()  # the probe's and our request
+        logs = Kubectl(cluster.kubeconfig).run("-n", "t", "logs", "web", "--tail=1").stdout
+        assert logs.count("\n") == 1
+        assert '"GET / HTTP/1.1" 200' in logs
+        t0 = time.monotonic()
+        v1.delete_namespaced_pod("web", "t")
+        while v1.list_namespaced_pod("t").items:
+            assert time.monotonic() - t0 < 10
+            time.sleep(0.1)
+        try:
+            httpx.get(f"http://{ip}:8080/", timeout=1)
+            raise AssertionError("the pod's process still answers after deletion")
+        except httpx.ConnectError:
+            pass
+        if runtime.sandboxed:
+            _bundle_from_host_path(v1, tmp_path)
+
+
+BUNDLE = """
+import http.server, os, pathlib, sys
+pathlib.Path("marker").write_text(os.environ["POD_IP"])  # cwd = workingDir = the emptyDir
+http.server.ThreadingHTTPServer.allow_reuse_address = True
+handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=os.getcwd())
+http.server.ThreadingHTTPServer((sys.argv[1], 8080), handler).serve_forever()
+"""
+
+
+def _bundle_from_host_path(v1: client.CoreV1Api, tmp_path: Path) -> None:
+    """A "daemon bundle" delivered by a hostPath volume (as the node agent does), run from its
+    mount point, with an emptyDir as working directory."""
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "serve.py").write_text(BUNDLE)
+    pod = web_pod("bundled")
+    c = pod["spec"]["containers"][0]
+    c["command"] = [sys.executable, "/sandman/serve.py", "$(POD_IP)"]
+    c["workingDir"] = "/scratch"
+    c["volumeMounts"] = [
+        {"name": "bundle", "mountPath": "/sandman", "readOnly": True},
+        {"name": "scratch", "mountPath": "/scratch"},
+    ]
+    c["readinessProbe"]["httpGet"]["path"] = "/marker"
+    pod["spec"]["volumes"] = [
+        {"name": "bundle", "hostPath": {"path": str(bundle), "type": "Directory"}},
+        {"name": "scratch", "emptyDir": {}},
+    ]
+    v1.create_namespaced_pod("t", pod)
+    body = {"metadata": {"name": "bundled"}, "target": {"kind": "Node", "name": "node-0"}}
+    v1.create_namespaced_pod_binding("bundled", "t", body, _preload_content=False).release_conn()
+    deadline = time.monotonic() + 20
+    while True:
+        p = v1.read_namespaced_pod("bundled", "t")
+        if {c.type: c.status for c in p.status.conditions or []}.get("Ready") == "True":
+            break
+        assert time.monotonic() < deadline, p.status
+        time.sleep(0.1)
+    assert httpx.get(f"http://{p.status.pod_ip}:8080/marker").text == p.status.pod_ip
+    v1.delete_namespaced_pod("bundled", "t", grace_period_seconds=1)
+    while v1.list_namespaced_pod("t").items:
+        assert time.monotonic() < deadline + 10
+        time.sleep(0.1)
+    assert not list((tmp_path / "pods").iterdir())  # the emptyDir went with the pod
+
+
+def _shell_pod(name: str, script: str, policy: str) -> dict:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": policy,
+            "containers": [{"name": "c", "image": "sh:1", "command": ["/bin/sh", "-c", script]}],
+        },
+    }
+
+
+def test_restart_policy(tmp_path: Path) -> None:
+    node = NodeSettings(preloaded_images=("sh:1",), restart_backoff_s=0.1)
+    with (
+        EmbeddedCluster(
+            ClusterSettings(nodes=1, runtime="process", node=node), workdir=tmp_path
+        ) as cluster,
+        config.new_client_from_config(config_file=str(cluster.kubeconfig)) as ac,
+    ):
+        v1 = client.CoreV1Api(ac)
+        v1.create_namespace({"metadata": {"name": "t"}})
+        for name, script, policy in (
+            ("done", "exit 0", "Never"),
+            ("crash", "exit 3", "Never"),
+            ("loop", "exit 3", "OnFailure"),
+        ):
+            v1.create_namespaced_pod("t", _shell_pod(name, script, policy))
+            body = {"metadata": {"name": name}, "target": {"kind": "Node", "name": "node-0"}}
+            v1.create_namespaced_pod_binding(name, "t", body, _preload_content=False).release_conn()
+        deadline = time.monotonic() + 20
+
+        def status(name: str) -> client.V1PodStatus:
+            return v1.read_namespaced_pod(name, "t").status
+
+        while status("done").phase != "Succeeded" or status("crash").phase != "Failed":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert status("crash").container_statuses[0].state.terminated.exit_code == 3
+        while (
+            max((c.restart_count for c in status("loop").container_statuses or []), default=0) < 2
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        loop = status("loop")
+        assert loop.phase == "Running"
+        assert loop.container_statuses[0].last_state.terminated.exit_code == 3
+        v1.delete_collection_namespaced_pod("t", grace_period_seconds=0)
