@@ -1,0 +1,84 @@
+"""A sandbox Pod, exactly as the facade renders it, on the simulated cluster in process mode:
+it becomes Ready, its real daemon answers tool calls at the pod IP with the derived token,
+and deleting the pod stops the daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+from kubernetes import client, config
+
+from controller.facade.podspec import DaemonDelivery, SandboxClass, SandboxRequest, render_pod
+from controller.facade.tokens import TokenMinter
+from daemon.sandbox.client import SandboxClient
+from simcluster.cluster import ClusterSettings
+from simcluster.embedded import EmbeddedCluster
+from simcluster.kubelet.kubelet import NodeSettings
+
+IMAGE = "registry.example/tasks/demo:1"
+
+
+def _wait_ready(v1: client.CoreV1Api, name: str, namespace: str) -> Any:
+    deadline = time.monotonic() + 30
+    while True:
+        pod = v1.read_namespaced_pod(name, namespace)
+        ready = {c.type: c.status for c in pod.status.conditions or []}.get("Ready")
+        if ready == "True":
+            return pod
+        assert time.monotonic() < deadline, f"sandbox never became Ready: {pod.status}"
+        time.sleep(0.1)
+
+
+async def _tool_calls(url: str, token: str) -> None:
+    async with SandboxClient(url, token) as sandbox:
+        result = await sandbox.exec(command="echo $SANDMAN_TASK; echo hi > note.txt")
+        assert (result.exit_code, result.stdout.data) == (0, "demo\n")
+        assert await sandbox.read_file("note.txt") == b"hi\n"
+        info = await sandbox.info()
+        assert info.pid > 1  # a process on this host, not a container's PID 1
+
+
+def test_rendered_sandbox_pod_runs_the_real_daemon(tmp_path: Path) -> None:
+    settings = ClusterSettings(
+        nodes=1, runtime="process", node=NodeSettings(preloaded_images=(IMAGE,))
+    )
+    minter = TokenMinter(b"k" * 32)
+    token = minter.token_for("sb-test", "sb-1")
+    pod = render_pod(
+        SandboxRequest(image=IMAGE, owner="run-1", env={"SANDMAN_TASK": "demo"}),
+        SandboxClass(name="tiny"),
+        DaemonDelivery("local-process", python=(sys.executable,)),
+        name="sb-1",
+        namespace="sb-test",
+        tenant="team-a",
+        token=token,
+        now=datetime.now(UTC),
+    )
+    with (
+        EmbeddedCluster(settings, workdir=tmp_path) as cluster,
+        config.new_client_from_config(config_file=str(cluster.kubeconfig)) as api,
+    ):
+        v1 = client.CoreV1Api(api)
+        v1.create_namespace({"metadata": {"name": "sb-test"}})
+        v1.create_namespaced_pod("sb-test", pod)
+        binding = {"metadata": {"name": "sb-1"}, "target": {"kind": "Node", "name": "node-0"}}
+        v1.create_namespaced_pod_binding("sb-1", "sb-test", binding, _preload_content=False)
+        ready = _wait_ready(v1, "sb-1", "sb-test")
+        daemons = [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if "daemon.sandbox" in " ".join(p.cmdline())
+        ]
+        assert daemons, "the sandbox daemon is not running as a process of the kubelet"
+        asyncio.run(_tool_calls(f"http://{ready.status.pod_ip}:8790", token))
+        v1.delete_namespaced_pod("sb-1", "sb-test")
+        deadline = time.monotonic() + 15
+        while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in daemons):
+            assert time.monotonic() < deadline, "the daemon outlived its pod"
+            time.sleep(0.1)
