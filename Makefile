@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 APT_PACKAGES := bubblewrap busybox-static binutils
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon clean
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman demo
@@ -50,6 +50,9 @@ bundle: $(STAMP)
 
 bench-daemon: system-deps $(STAMP) bundle
 	$(BIN)/python -m daemon.sandbox.bench --bundle $(BUNDLE_DIR)
+
+bench-scheduler: $(STAMP)
+	$(BIN)/python -m scheduler.bench
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,84 @@
+"""The :class:`Scheduler`: one object a controller feeds with events and asks for plans.
+
+Why a facade: the controller should not need to know that the capacity model, the assumed
+ledger and the planner are separate pieces. It forwards watch events, calls :meth:`plan`
+with the pending sandbox pods and the current time, binds the assignments, and reports
+failed binds with :meth:`forget`. Time is always passed in (``now``, in seconds on any
+monotonic clock the caller chooses); the scheduler never reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from scheduler.cluster import ClusterModel, UsageSnapshot
+from scheduler.filters import Capacity
+from scheduler.model import NodeInfo, Pod
+from scheduler.planner import Plan, capacity_left, plan_batch
+from scheduler.settings import SchedulerSettings
+from scheduler.table import NodeTable, node_limit
+
+__all__ = ["Scheduler"]
+
+
+class Scheduler:
+    """Capacity model + assumed ledger + batch planner, with one set of settings."""
+
+    def __init__(self, settings: SchedulerSettings | None = None) -> None:
+        self.settings = settings or SchedulerSettings()
+        self.model = ClusterModel()
+        self._table = NodeTable(self.settings)
+
+    # -- events --------------------------------------------------------------------------
+    def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
+        """Apply one watch event: ``kind`` "Node"/"Pod", ``event_type`` ADDED/MODIFIED/DELETED."""
+        self.model.apply(kind, event_type, obj)
+
+    def upsert_node(self, node: NodeInfo | Mapping[str, Any]) -> None:
+        self.model.upsert_node(node)
+
+    def delete_node(self, name: str) -> None:
+        self.model.delete_node(name)
+
+    def upsert_pod(self, pod: Pod | Mapping[str, Any]) -> None:
+        self.model.upsert_pod(pod)
+
+    def delete_pod(self, pod: Pod | Mapping[str, Any] | str) -> None:
+        self.model.delete_pod(pod)
+
+    def set_prepared_images(self, node: str, images: Iterable[str]) -> None:
+        """Record the images the node agent has prepared on ``node`` (image locality)."""
+        self.model.set_prepared_images(node, images)
+
+    # -- planning and the ledger ---------------------------------------------------------
+    def plan(
+        self, pending: Iterable[Pod | Mapping[str, Any]], now: float, *, reserve: bool = True
+    ) -> Plan:
+        """Place ``pending`` pods. Assignments are reserved until confirmed by a pod event
+        showing the binding, :meth:`forget`, or expiry at ``now + assume_ttl_s``.
+
+        With ``reserve=False`` the plan is a dry run and the model is left unchanged.
+        """
+        result = plan_batch(self.model, self.settings, pending, now, self._table)
+        if not reserve:
+            for assignment in result.assignments:
+                self.model.forget(assignment.uid)
+        return result
+
+    def forget(self, uid: str) -> bool:
+        """Release a reservation (the bind failed). Idempotent."""
+        return self.model.forget(uid)
+
+    def expire(self, now: float) -> list[str]:
+        """Release reservations older than the TTL; returns their uids."""
+        return self.model.expire(now)
+
+    # -- queries -------------------------------------------------------------------------
+    def free(self, node: str) -> Capacity:
+        """What new pods may still use on ``node`` (after headroom, actual and assumed)."""
+        info = self.model.nodes[node]
+        return capacity_left(node_limit(info, self.settings), self.model.usage[node])
+
+    def usage(self, node: str) -> UsageSnapshot:
+        return self.model.usage_of(node)

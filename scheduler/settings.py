@@ -1,0 +1,75 @@
+"""Scheduler settings: one frozen dataclass, validated on construction.
+
+Why frozen: the planner relies on invariants that settings could break mid-plan (for
+example, non-negative score weights are what lets it place a run of pods on one node
+without re-ranking after each pod; see planner.py). Change settings by building a new
+:class:`Scheduler` with ``dataclasses.replace(old, ...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.model import Resources
+
+__all__ = ["Headroom", "SchedulerSettings", "ScoreWeights"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreWeights:
+    """Weights of the 0-100 scores that rank feasible nodes (all must be >= 0)."""
+
+    #: Most-allocated packing: prefer the node that is fullest after placement.
+    packing: float = 1.0
+    #: Prefer nodes where the pod's images are present or prepared by the node agent.
+    image_locality: float = 1.0
+    #: Prefer nodes without PreferNoSchedule taints the pod does not tolerate.
+    taint_toleration: float = 1.0
+
+    def __post_init__(self) -> None:
+        if min(self.packing, self.image_locality, self.taint_toleration) < 0:
+            raise ValueError("score weights must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Headroom:
+    """Capacity the planner never hands out on any node (kept free for other tenants/spikes).
+
+    The reserve on a node is the larger of the absolute amount and the fraction of the node's
+    allocatable. It applies to pods this planner places, not to pods already running.
+    """
+
+    absolute: Resources = field(default_factory=Resources)
+    fraction: float = 0.0
+    pods: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.fraction < 1.0:
+            raise ValueError("headroom fraction must be in [0, 1)")
+        if self.pods < 0 or min(self.absolute.cpu, self.absolute.memory) < 0:
+            raise ValueError("headroom must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerSettings:
+    """Everything tunable about placement."""
+
+    #: Most pods a node may have *starting* (bound, not yet running) before the planner
+    #: prefers other nodes. Kubelets with containerd start ~4.5 pods/s, so 20 is a queue of
+    #: ~4.4 s. None disables burst awareness (pure packing).
+    max_starting_per_node: int | None = 20
+    #: When every feasible node's start queue is full, hold the rest of the batch back
+    #: (``Plan.deferred``) instead of spreading it evenly over the queues.
+    defer_over_cap: bool = False
+    #: Seconds an assumed (reserved, not yet observed) assignment lives before it expires.
+    assume_ttl_s: float = 30.0
+    weights: ScoreWeights = field(default_factory=ScoreWeights)
+    headroom: Headroom = field(default_factory=Headroom)
+    #: Seed of the tie-break among equally scored nodes (same input + seed = same plan).
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_starting_per_node is not None and self.max_starting_per_node < 1:
+            raise ValueError("max_starting_per_node must be >= 1 or None")
+        if self.assume_ttl_s <= 0:
+            raise ValueError("assume_ttl_s must be > 0")
