@@ -1,0 +1,419 @@
+"""The verbs of the API server — create, get, list, update, patch, delete, deletecollection,
+watch — with the real server's semantics, independent of HTTP.
+
+Both the HTTP front end and in-process clients (the simulated kubelets) call these methods, so
+every client sees the same uid/generateName/resourceVersion/optimistic-concurrency/graceful
+deletion behaviour. Kind-specific rules (pod defaults, binding, quotas, namespaces, CRDs) live
+in ``strategies``; this module holds what is common to every kind.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from simcluster.apiserver import strategies
+from simcluster.apiserver.meta import generate_name, new_uid, now, rfc3339, validate_name
+from simcluster.apiserver.patch import apply_patch
+from simcluster.apiserver.resources import Registry, ResourceType
+from simcluster.apiserver.selectors import FieldSelector, LabelSelector
+from simcluster.apiserver.store import Renderer, Store, Watcher, default_render
+from simcluster.errors import (
+    STALE,
+    AlreadyExists,
+    BadRequest,
+    Conflict,
+    Expired,
+    Forbidden,
+    MethodNotAllowed,
+    NotFound,
+)
+
+__all__ = ["ApiCore", "ListOptions"]
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ListOptions:
+    label_selector: str | None = None
+    field_selector: str | None = None
+    limit: int = 0
+    continue_token: str | None = None
+    resource_version: str | None = None
+
+
+def _copy(obj: Obj) -> Obj:
+    return msgspec.json.decode(msgspec.json.encode(obj))
+
+
+class ApiCore:
+    """Kubernetes object semantics over a ``Store``."""
+
+    def __init__(self, registry: Registry, store: Store) -> None:
+        self.registry = registry
+        self.store = store
+        self.strategies = strategies.Strategies(self)
+
+    # --- helpers -----------------------------------------------------------------------
+    def _require_namespace(self, rt: ResourceType, namespace: str, creating: bool) -> None:
+        if not rt.namespaced:
+            return
+        ns = self.store.get("/namespaces", "", namespace)
+        if ns is None:
+            raise NotFound.for_object("namespaces", "", namespace)
+        if creating and ns["metadata"].get("deletionTimestamp"):
+            raise Forbidden.for_object(
+                rt.plural,
+                rt.group,
+                "",
+                f"unable to create new content in namespace {namespace} because it is being terminated",  # noqa: E501
+            )
+
+    def _check_body(self, rt: ResourceType, namespace: str, body: Any) -> Obj:
+        if not isinstance(body, dict):
+            raise BadRequest("the body of the request must be a JSON object")
+        api_version, kind = body.get("apiVersion"), body.get("kind")
+        if api_version and api_version != rt.api_version:
+            raise BadRequest(
+                f"the API version in the data ({api_version}) does not match the expected API version ({rt.api_version})"  # noqa: E501
+            )
+        if kind and kind != rt.kind:
+            raise BadRequest(
+                f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
+            )
+        meta = body.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise BadRequest("metadata must be an object")
+        if rt.namespaced:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise BadRequest(
+                    "the namespace of the provided object does not match the namespace sent on the request"  # noqa: E501
+                )
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        body["apiVersion"], body["kind"] = rt.api_version, rt.kind
+        meta.pop("managedFields", None)
+        meta.pop("selfLink", None)
+        return body
+
+    def lookup(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        obj = self.store.get(rt.key, namespace if rt.namespaced else "", name)
+        if obj is None:
+            raise NotFound.for_object(rt.plural, rt.group, name)
+        return obj
+
+    def _write(self, rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
+        obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
+        self.store.put(rt.key, obj, old)
+        self.strategies.after_write(rt, obj, old)
+        return obj
+
+    def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
+        event = self.store.remove(rt.key, obj)
+        self.strategies.after_remove(rt, event.obj)
+        return event.obj
+
+    # --- verbs -------------------------------------------------------------------------
+    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
+        obj = self._check_body(rt, namespace, body)
+        meta = obj["metadata"]
+        if not meta.get("name"):
+            if meta.get("generateName"):
+                meta["name"] = generate_name(meta["generateName"])
+            else:
+                raise strategies.required(
+                    rt, "", "metadata.name", "name or generateName is required"
+                )
+        validate_name(
+            rt.kind, rt.group, meta["name"], dns_label=rt.plural in ("namespaces", "services")
+        )
+        self._require_namespace(rt, namespace, creating=True)
+        if self.store.get(rt.key, meta.get("namespace", ""), meta["name"]) is not None:
+            raise AlreadyExists.for_object(rt.plural, rt.group, meta["name"])
+        if meta.get("resourceVersion"):
+            raise strategies.invalid(
+                rt, meta["name"], "metadata.resourceVersion", "must be empty on create"
+            )
+        for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
+            meta.pop(k, None)
+        meta["uid"] = new_uid()
+        meta["creationTimestamp"] = rfc3339()
+        if "spec" in obj and rt.has_status:
+            meta["generation"] = 1
+        if rt.has_status and rt.plural != "pods":
+            obj.pop("status", None)
+        self.strategies.prepare_create(rt, obj)
+        if dry_run:
+            return obj
+        return self._write(rt, obj, None)
+
+    def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        return self.lookup(rt, namespace, name)
+
+    def list(self, rt: ResourceType, namespace: str | None, opts: ListOptions) -> Obj:
+        labels = LabelSelector.parse(opts.label_selector)
+        fields = FieldSelector.parse(opts.field_selector, rt.field_selectors, rt.kind)
+        list_rv, start = self.store.rv, ""
+        if opts.continue_token:
+            list_rv, start = _decode_continue(opts.continue_token)
+            if list_rv < self.store.compacted:
+                raise Expired(
+                    "The provided continue parameter is too old to display a consistent list result. "  # noqa: E501
+                    "You can start a new list without the continue parameter."
+                )
+        items = [
+            o
+            for o in self.store.iter(rt.key, namespace)
+            if labels.matches(o["metadata"].get("labels")) and fields.matches(o)
+        ]
+        items.sort(key=_sort_key)
+        if start:
+            items = [o for o in items if _sort_key(o) > start]
+        meta: Obj = {"resourceVersion": str(list_rv)}
+        if opts.limit and len(items) > opts.limit:
+            rest = len(items) - opts.limit
+            items = items[: opts.limit]
+            meta["continue"] = _encode_continue(list_rv, _sort_key(items[-1]))
+            meta["remainingItemCount"] = rest
+        return {
+            "kind": f"{rt.kind}List",
+            "apiVersion": rt.api_version,
+            "metadata": meta,
+            "items": items,
+        }
+
+    def update(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Obj:
+        new = self._check_body(rt, namespace, body)
+        if new["metadata"].get("name") != name:
+            raise BadRequest(
+                f"the name of the object ({new['metadata'].get('name')}) does not match the name on the URL ({name})"  # noqa: E501
+            )
+        old = self.lookup(rt, namespace, name)
+        want_rv = new["metadata"].get("resourceVersion")
+        if want_rv and want_rv != old["metadata"]["resourceVersion"]:
+            raise Conflict.for_object(rt.plural, rt.group, name, STALE)
+        return self._update(rt, old, new, subresource=subresource, dry_run=dry_run)
+
+    def _update(
+        self, rt: ResourceType, old: Obj, new: Obj, *, subresource: str, dry_run: bool
+    ) -> Obj:
+        merged = self._merge_update(rt, old, new, subresource)
+        self.strategies.prepare_update(rt, merged, old, subresource)
+        meta = merged["metadata"]
+        if (
+            meta.get("deletionTimestamp")
+            and not meta.get("finalizers")
+            and not meta.get("deletionGracePeriodSeconds")
+        ):
+            return old if dry_run else self._remove(rt, merged)
+        if _same(merged, old):
+            return old
+        if dry_run:
+            return merged
+        return self._write(rt, merged, old)
+
+    def _merge_update(self, rt: ResourceType, old: Obj, new: Obj, subresource: str) -> Obj:
+        if subresource == "status":
+            merged = _copy(old)
+            if "status" in new:
+                merged["status"] = new["status"]
+            else:
+                merged.pop("status", None)
+            return merged
+        merged = new
+        meta, old_meta = merged["metadata"], old["metadata"]
+        for k in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ):
+            if k in old_meta:
+                meta[k] = old_meta[k]
+            else:
+                meta.pop(k, None)
+        meta["resourceVersion"] = old_meta["resourceVersion"]
+        meta.pop("generateName", None) if "generateName" not in old_meta else None
+        if rt.has_status:
+            if "status" in old:
+                merged["status"] = old["status"]
+            else:
+                merged.pop("status", None)
+        if "generation" in meta and _spec(merged) != _spec(old):
+            meta["generation"] = int(meta["generation"]) + 1
+        return merged
+
+    def patch(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        content_type: str,
+        body: Any,
+        *,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> Obj:
+        old = self.lookup(rt, namespace, name)
+        patched = apply_patch(content_type, _copy(old), body, strategic_ok=rt.builtin)
+        if not isinstance(patched, dict):
+            raise BadRequest("the patched object is not a JSON object")
+        want_rv = (patched.get("metadata") or {}).get("resourceVersion")
+        if want_rv and want_rv != old["metadata"]["resourceVersion"]:
+            raise Conflict.for_object(rt.plural, rt.group, name, STALE)
+        patched.setdefault("metadata", {})["name"] = name
+        new = self._check_body(rt, namespace, patched)
+        return self._update(rt, old, new, subresource=subresource, dry_run=dry_run)
+
+    def delete(self, rt: ResourceType, namespace: str, name: str, options: Obj | None) -> Obj:
+        options = options or {}
+        obj = self.lookup(rt, namespace, name)
+        pre = options.get("preconditions") or {}
+        meta = obj["metadata"]
+        if pre.get("uid") and pre["uid"] != meta["uid"]:
+            raise Conflict.for_object(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {meta['uid']}",  # noqa: E501
+            )
+        if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+            raise Conflict.for_object(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
+                f"ResourceVersion in object meta: {meta['resourceVersion']}",
+            )
+        if options.get("dryRun"):
+            return obj
+        grace = self.strategies.grace_period(rt, obj, options.get("gracePeriodSeconds"))
+        if grace == 0 and not meta.get("finalizers"):
+            return self._remove(rt, obj)
+        return self._mark_deleting(rt, obj, grace)
+
+    def _mark_deleting(self, rt: ResourceType, obj: Obj, grace: int) -> Obj:
+        meta = obj["metadata"]
+        if (
+            meta.get("deletionTimestamp")
+            and int(meta.get("deletionGracePeriodSeconds") or 0) <= grace
+        ):
+            return obj  # already terminating with a shorter (or equal) grace period
+        new = _copy(obj)
+        new["metadata"]["deletionTimestamp"] = rfc3339(now() + dt.timedelta(seconds=grace))
+        new["metadata"]["deletionGracePeriodSeconds"] = grace
+        self.strategies.prepare_delete(rt, new)
+        return self._write(rt, new, obj)
+
+    def delete_collection(
+        self, rt: ResourceType, namespace: str | None, opts: ListOptions, options: Obj | None
+    ) -> Obj:
+        listed = self.list(rt, namespace, ListOptions(opts.label_selector, opts.field_selector))
+        out = []
+        for item in listed["items"]:
+            m = item["metadata"]
+            try:
+                out.append(self.delete(rt, m.get("namespace", ""), m["name"], options))
+            except NotFound:
+                continue
+        listed["items"] = out
+        return listed
+
+    def watch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        opts: ListOptions,
+        *,
+        bookmarks: bool,
+        render: Renderer = default_render,
+    ) -> Watcher:
+        labels = LabelSelector.parse(opts.label_selector)
+        fields = FieldSelector.parse(opts.field_selector, rt.field_selectors, rt.kind)
+        w = Watcher(rt.key, namespace, labels, fields, bookmarks, render)
+        rv = opts.resource_version
+        if rv in (None, "", "0"):
+            from simcluster.apiserver.store import Event
+
+            for obj in sorted(self.store.iter(rt.key, namespace), key=_sort_key):
+                if w.matches(obj):
+                    w.push(
+                        render(
+                            "ADDED",
+                            Event(
+                                int(obj["metadata"]["resourceVersion"]),
+                                "ADDED",
+                                rt.key,
+                                "",
+                                obj,
+                                None,
+                            ),
+                        )
+                    )
+            self.store.subscribe(w, None)
+        else:
+            try:
+                since = int(rv)
+            except ValueError:
+                raise BadRequest(f"invalid resource version {rv!r}")
+            self.store.subscribe(w, since)
+        return w
+
+    def bookmark(self, rt: ResourceType, w: Watcher) -> bytes:
+        """A BOOKMARK line at the latest revision the watcher has seen."""
+        obj = {
+            "kind": rt.kind,
+            "apiVersion": rt.api_version,
+            "metadata": {"resourceVersion": str(self.store.rv)},
+        }
+        return b'{"type":"BOOKMARK","object":' + msgspec.json.encode(obj) + b"}\n"
+
+    def require_verb(self, rt: ResourceType, verb: str) -> None:
+        if verb not in rt.verbs:
+            raise MethodNotAllowed(
+                "the server does not allow this method on the requested resource"
+            )
+
+
+def _sort_key(o: Obj) -> str:
+    m = o["metadata"]
+    return f"{m.get('namespace', '')}/{m['name']}"
+
+
+def _spec(o: Obj) -> Obj:
+    return {k: v for k, v in o.items() if k not in ("metadata", "status")}
+
+
+def _same(a: Obj, b: Obj) -> bool:
+    return a == b
+
+
+def _encode_continue(rv: int, start: str) -> str:
+    raw = msgspec.json.encode({"v": "meta.k8s.io/v1", "rv": rv, "start": start})
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, str]:
+    try:
+        data = msgspec.json.decode(base64.urlsafe_b64decode(token.encode()))
+        return int(data["rv"]), str(data["start"])
+    except (ValueError, KeyError, TypeError, msgspec.DecodeError):
+        raise BadRequest(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"  # noqa: E501
+        )

@@ -1,0 +1,310 @@
+"""From a request (method, path, query, body, user) to a verb on the core.
+
+``RequestInfo`` parses paths the way upstream's RequestInfoFactory does (``/api/v1/...``,
+``/apis/<group>/<version>/...``, ``namespaces/<ns>/<resource>/<name>/<subresource>``), so
+flow control and metrics see the same verb/resource labels the real server reports. The same
+dispatcher serves HTTP requests and in-process clients (the simulated kubelets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from simcluster.apiserver.auth import User
+from simcluster.apiserver.core import ApiCore, ListOptions
+from simcluster.apiserver.discovery import table
+from simcluster.apiserver.faults import ApiFaults
+from simcluster.apiserver.flowcontrol import FlowControl, default_flow_control
+from simcluster.apiserver.metrics import ApiMetrics
+from simcluster.apiserver.resources import ResourceType
+from simcluster.apiserver.store import Event, Renderer, Watcher, default_render, line
+from simcluster.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, UnsupportedMediaType
+
+__all__ = ["ApiRequest", "ApiResponse", "Dispatcher", "RequestInfo", "WatchStream", "parse_path"]
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    verb: str
+    group: str
+    version: str
+    resource: str
+    subresource: str = ""
+    namespace: str | None = None
+    name: str = ""
+
+    @property
+    def mutating(self) -> bool:
+        return self.verb in ("create", "update", "patch", "delete", "deletecollection")
+
+
+def parse_path(method: str, path: str, query: Mapping[str, str]) -> RequestInfo | None:
+    """None for non-resource paths."""
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 3 and parts[0] == "api":
+        group, version, rest = "", parts[1], parts[2:]
+    elif len(parts) >= 4 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace: str | None = None
+    if rest[0] == "namespaces" and len(rest) > 2 and rest[2] not in ("status", "finalize"):
+        namespace, rest = rest[1], rest[2:]
+    resource = rest[0]
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    verb = {
+        "GET": "get" if name else ("watch" if query.get("watch") in ("true", "1") else "list"),
+        "POST": "create",
+        "PUT": "update",
+        "PATCH": "patch",
+        "DELETE": "delete" if name else "deletecollection",
+    }.get(method, method.lower())
+    return RequestInfo(verb, group, version, resource, sub, namespace, name)
+
+
+@dataclass(slots=True)
+class ApiRequest:
+    info: RequestInfo
+    user: User
+    query: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    content_type: str = "application/json"
+    accept: str = "application/json"
+
+
+@dataclass(slots=True)
+class ApiResponse:
+    code: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class WatchStream:
+    watcher: Watcher
+    rt: ResourceType
+    timeout: float | None
+    bookmarks: bool
+    initial_error: bytes | None = None
+
+
+def _json(obj: Any) -> bytes:
+    return msgspec.json.encode(obj)
+
+
+def _decode(body: bytes, content_type: str = "application/json") -> Any:
+    if not body:
+        return None
+    if content_type.startswith("application/vnd.kubernetes.protobuf"):
+        raise UnsupportedMediaType(
+            "simcluster accepts JSON bodies only (application/vnd.kubernetes.protobuf is not "
+            "supported): use `kubectl apply -f` or `kubectl create -f` with a manifest"
+        )
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError as e:
+        raise BadRequest(f"the body of the request was not valid JSON: {e}")
+
+
+def _body(req: ApiRequest) -> Any:
+    return _decode(req.body, req.content_type)
+
+
+def _table_mode(accept: str) -> bool:
+    return "as=Table" in accept
+
+
+class Dispatcher:
+    """Flow control, faults, write latency and metrics around the core's verbs."""
+
+    def __init__(
+        self,
+        core: ApiCore,
+        flow: FlowControl | None = None,
+        metrics: ApiMetrics | None = None,
+        faults: ApiFaults | None = None,
+        write_latency_s: float = 0.0,
+    ) -> None:
+        self.core = core
+        self.flow = flow or default_flow_control()
+        self.metrics = metrics or ApiMetrics()
+        self.faults = faults or ApiFaults()
+        self.write_latency_s = write_latency_s
+
+    async def handle_async(self, req: ApiRequest) -> ApiResponse | WatchStream:
+        """The full request path; API errors come back as Status responses."""
+        info = req.info
+        start = time.monotonic()
+        try:
+            watch = info.verb == "watch"
+            async with self.flow.admit(req.user, info.mutating, watch):
+                fault = self.faults.error_for(info.verb)
+                if fault is not None:
+                    raise fault
+                delay = self.faults.extra_latency() + (
+                    self.write_latency_s if info.mutating else 0.0
+                )
+                if delay:
+                    await asyncio.sleep(delay)
+                result = self.handle(req)
+        except ApiError as e:
+            if e.code == 429 and e.details and "priorityLevel" in e.details:
+                self.metrics.rejected.labels(
+                    e.details["priorityLevel"], e.details["flowSchema"]
+                ).inc()
+            headers = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else {}
+            result = ApiResponse(e.code, _json(e.to_status()), headers)
+        code = result.code if isinstance(result, ApiResponse) else 200
+        self.metrics.requests.labels(
+            info.verb, info.resource, info.subresource, req.user.name, str(code)
+        ).inc()
+        if isinstance(result, ApiResponse):
+            self.metrics.latency.labels(info.verb, info.resource).observe(time.monotonic() - start)
+        return result
+
+    def resource_type(self, info: RequestInfo) -> ResourceType:
+        rt = self.core.registry.get(info.group, info.version, info.resource)
+        if rt is None:
+            raise NotFound("the server could not find the requested resource")
+        return rt
+
+    def handle(self, req: ApiRequest) -> ApiResponse | WatchStream:
+        info = req.info
+        rt = self.resource_type(info)
+        if info.verb == "watch":
+            return self._watch(rt, req)
+        code, obj = self._call(rt, req)
+        if _table_mode(req.accept) and info.verb in ("list", "get") and not info.subresource:
+            include = req.query.get("includeObject", "Metadata")
+            if info.verb == "list":
+                obj = table(rt, obj["items"], obj["metadata"], include)
+            else:
+                obj = table(
+                    rt, [obj], {"resourceVersion": obj["metadata"]["resourceVersion"]}, include
+                )
+        return ApiResponse(code, _json(obj))
+
+    def _opts(self, q: Mapping[str, str]) -> ListOptions:
+        try:
+            limit = int(q.get("limit") or 0)
+        except ValueError:
+            raise BadRequest(f"invalid limit {q.get('limit')!r}")
+        return ListOptions(
+            q.get("labelSelector"),
+            q.get("fieldSelector"),
+            limit,
+            q.get("continue"),
+            q.get("resourceVersion"),
+        )
+
+    def _call(self, rt: ResourceType, req: ApiRequest) -> tuple[int, Obj]:
+        info, core, q = req.info, self.core, req.query
+        ns = info.namespace or ""
+        dry = bool(q.get("dryRun"))
+        if (
+            rt.namespaced
+            and info.namespace is None
+            and info.verb not in ("list", "deletecollection")
+        ):
+            raise NotFound("the server could not find the requested resource")
+        if info.subresource:
+            return self._subresource(rt, req)
+        if info.verb == "get":
+            return 200, core.get(rt, ns, info.name)
+        if info.verb == "list":
+            return 200, core.list(rt, info.namespace, self._opts(q))
+        if info.verb == "create":
+            if rt.plural == "bindings":
+                body = _body(req) or {}
+                name = (body.get("metadata") or {}).get("name", "")
+                return 201, core.strategies.bind(ns, name, body)
+            if info.name:
+                raise MethodNotAllowed(
+                    "the server does not allow this method on the requested resource"
+                )
+            obj = core.create(rt, ns, _body(req), dry_run=dry)
+            return 201, obj
+        if info.verb == "update":
+            return 200, core.update(rt, ns, info.name, _body(req), dry_run=dry)
+        if info.verb == "patch":
+            return 200, core.patch(rt, ns, info.name, req.content_type, _body(req), dry_run=dry)
+        if info.verb == "delete":
+            options = _body(req) or {}
+            if "gracePeriodSeconds" in q:
+                options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+            if dry:
+                options["dryRun"] = ["All"]
+            obj = core.delete(rt, ns, info.name, options)
+            if rt.plural in ("pods", "namespaces") or obj["metadata"].get("deletionTimestamp"):
+                return 200, obj
+            details = {"name": info.name, "kind": rt.plural, "uid": obj["metadata"].get("uid")}
+            if rt.group:
+                details["group"] = rt.group
+            return 200, {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": details,
+            }
+        if info.verb == "deletecollection":
+            return 200, core.delete_collection(rt, info.namespace, self._opts(q), _body(req))
+        raise MethodNotAllowed("the server does not allow this method on the requested resource")
+
+    def _subresource(self, rt: ResourceType, req: ApiRequest) -> tuple[int, Obj]:
+        info, core = req.info, self.core
+        ns, sub = info.namespace or "", info.subresource
+        if sub not in rt.subresources:
+            raise NotFound("the server could not find the requested resource")
+        if sub == "binding" and info.verb == "create":
+            return 201, core.strategies.bind(ns, info.name, _body(req) or {})
+        if sub == "token" and info.verb == "create":
+            return 201, core.strategies.token(ns, info.name, _body(req) or {})
+        if sub in ("status", "finalize"):
+            if info.verb == "get":
+                return 200, core.get(rt, ns, info.name)
+            if info.verb == "update":
+                return 200, core.update(rt, ns, info.name, _body(req), subresource="status")
+            if info.verb == "patch":
+                obj = core.patch(
+                    rt, ns, info.name, req.content_type, _body(req), subresource="status"
+                )
+                return 200, obj
+        raise MethodNotAllowed("the server does not allow this method on the requested resource")
+
+    def _watch(self, rt: ResourceType, req: ApiRequest) -> WatchStream:
+        q = req.query
+        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
+        render: Renderer = default_render
+        if _table_mode(req.accept):
+            include = q.get("includeObject", "Metadata")
+
+            def render(kind: str, event: Event) -> bytes:
+                return line(
+                    kind, _json(table(rt, [event.obj], {"resourceVersion": str(event.rv)}, include))
+                )
+
+        try:
+            w = self.core.watch(
+                rt, req.info.namespace, self._opts(q), bookmarks=bookmarks, render=render
+            )
+        except ApiError as e:
+            if e.code != 410:
+                raise
+            from simcluster.apiserver.selectors import FieldSelector, LabelSelector
+
+            dead = Watcher(rt.key, None, LabelSelector(), FieldSelector(), False)
+            return WatchStream(
+                dead, rt, 0, False, b'{"type":"ERROR","object":' + _json(e.to_status()) + b"}\n"
+            )
+        return WatchStream(w, rt, timeout, bookmarks)

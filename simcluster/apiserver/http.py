@@ -1,0 +1,307 @@
+"""The HTTP front end: aiohttp on loopback, JSON via msgspec, chunked watch streams.
+
+Only transport concerns live here (authentication header, content types, streaming, timeouts,
+bookmarks); every API decision is made by the dispatcher and the core, which in-process
+clients share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from simcluster.apiserver import discovery
+from simcluster.apiserver.auth import Authenticator, User, write_kubeconfig
+from simcluster.apiserver.core import ApiCore
+from simcluster.apiserver.dispatch import (
+    ApiRequest,
+    ApiResponse,
+    Dispatcher,
+    WatchStream,
+    parse_path,
+)
+from simcluster.apiserver.faults import ApiFaults
+from simcluster.apiserver.flowcontrol import default_flow_control
+from simcluster.apiserver.metrics import ApiMetrics
+from simcluster.apiserver.resources import Registry
+from simcluster.apiserver.store import Store
+from simcluster.apiserver.tls import ServingCerts
+from simcluster.errors import ApiError, BadRequest, Forbidden, InternalError, NotFound, Unauthorized
+
+__all__ = ["ApiServer", "ServerSettings"]
+
+log = logging.getLogger(__name__)
+_PUBLIC = frozenset({"/version", "/healthz", "/livez", "/readyz"})
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 0
+    history: int = 10_000  # watch events kept for resume; older resourceVersions get 410
+    bookmark_interval_s: float = 60.0
+    watch_timeout_s: float = 1800.0  # when the client sends no timeoutSeconds
+    tls: bool = True  # kubectl only sends bearer tokens over TLS
+    write_latency_s: float = 0.0  # added to every mutating request (etcd + admission)
+    flowcontrol: Mapping[str, Any] = field(default_factory=dict)  # see flowcontrol.py
+    fault_seed: int = 0
+
+
+def _json_response(code: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=msgspec.json.encode(obj), status=code, content_type="application/json", headers=headers
+    )
+
+
+def _error_response(err: ApiError) -> web.Response:
+    headers = {"Retry-After": str(err.retry_after)} if err.retry_after is not None else None
+    return _json_response(err.code, err.to_status(), headers)
+
+
+class ApiServer:
+    """Owns the store, core, dispatcher and the aiohttp site."""
+
+    def __init__(self, settings: ServerSettings | None = None) -> None:
+        self.settings = settings or ServerSettings()
+        self.registry = Registry.builtin()
+        self.store = Store(self.settings.history)
+        self.core = ApiCore(self.registry, self.store)
+        self.auth: Authenticator = self.core.strategies.auth
+        self.metrics = ApiMetrics()
+        self.faults = ApiFaults(self.settings.fault_seed)
+        self.dispatcher = Dispatcher(
+            self.core,
+            default_flow_control(self.settings.flowcontrol),
+            self.metrics,
+            self.faults,
+            self.settings.write_latency_s,
+        )
+        # admin fault kinds handled outside the API layer (nodes, kubelets): kind -> handler
+        self.admin_handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {}
+        self._runner: web.AppRunner | None = None
+        self._streams: set[asyncio.Task[Any]] = set()
+        self.url = ""
+        self.address = ""
+        self.certs = ServingCerts.generate() if self.settings.tls else None
+        self._bootstrap()
+
+    def _bootstrap(self) -> None:
+        ns = self.registry.get("", "v1", "namespaces")
+        assert ns is not None
+        for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self.core.create(ns, "", {"metadata": {"name": name}})
+
+    # --- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> str:
+        app = web.Application(client_max_size=16 * 2**20)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=1.0
+        )
+        await self._runner.setup()
+        ssl_ctx = self.certs.server_context() if self.certs else None
+        site = web.TCPSite(
+            self._runner, self.settings.host, self.settings.port, backlog=1024, ssl_context=ssl_ctx
+        )
+        await site.start()
+        server = site._server
+        assert server is not None
+        host, port = server.sockets[0].getsockname()[:2]  # type: ignore[attr-defined]
+        self.address = f"{host}:{port}"
+        self.url = f"{'https' if self.certs else 'http'}://{self.address}"
+        return self.url
+
+    def kubeconfig(self, path: Path, user: User, *, namespace: str = "default") -> Path:
+        """Mint a token for ``user`` and write a kubeconfig for it."""
+        token = self.auth.issue(user)
+        ca = self.certs.ca_pem if self.certs else None
+        return write_kubeconfig(
+            path, self.url, token, user=user.name, namespace=namespace, ca_pem=ca
+        )
+
+    async def stop(self) -> None:
+        for w in self.store.all_watchers():
+            w.close()
+        if self._runner is not None:
+            # TLS close waits for the peer's close_notify (up to 30 s): idle pooled client
+            # connections never send it, so abort what graceful cleanup leaves open.
+            server = self._runner.server
+            transports = list(getattr(server, "_connections", {}).values()) if server else []
+            await self._runner.cleanup()
+            for transport in transports:
+                transport.abort()
+            self._runner = None
+
+    # --- request handling --------------------------------------------------------------
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.path.rstrip("/") or "/"
+        try:
+            user = self._authenticate(request, path)
+            if path == "/metrics":
+                return web.Response(body=self.metrics.render(), content_type="text/plain")
+            if path == "/admin/faults" and request.method == "POST":
+                return _json_response(200, await self._admin(user, await request.json()))
+            static = self._static(path)
+            if static is not None:
+                return _json_response(200, static)
+            info = parse_path(request.method, path, request.query)
+            if info is None:
+                raise NotFound("the server could not find the requested resource")
+            body = await request.read()
+            req = ApiRequest(
+                info,
+                user,
+                request.query,
+                body,
+                request.headers.get("Content-Type", "application/json"),
+                request.headers.get("Accept", "application/json"),
+            )
+            result = await self.dispatcher.handle_async(req)
+            if isinstance(result, WatchStream):
+                return await self._stream(request, result)
+            return self._respond(result)
+        except ApiError as e:
+            return _error_response(e)
+        except Exception as e:
+            log.exception("internal error on %s %s", request.method, path)
+            return _error_response(InternalError(f"Internal error occurred: {e!r}"))
+
+    async def _admin(self, user: User, body: dict[str, Any]) -> dict[str, Any]:
+        """Fault injection; only system:masters may use it."""
+        if "system:masters" not in user.groups:
+            raise Forbidden(f'User "{user.name}" cannot inject faults')
+        kind = body.get("kind")
+        if kind == "api-errors":
+            self.faults.set_error_rate(
+                str(body.get("verb", "*")), float(body["rate"]), int(body["code"])
+            )
+        elif kind == "latency":
+            self.faults.spike(float(body["seconds"]), float(body.get("duration_s", 60)))
+        elif kind == "drop-watches":
+            for w in self.store.all_watchers():
+                w.close()
+        elif kind == "expire-watches":
+            self.store.force_expired = True
+            for w in self.store.all_watchers():
+                w.close()
+        elif kind == "clear":
+            self.faults.clear()
+        elif isinstance(kind, str) and kind in self.admin_handlers:
+            return await self.admin_handlers[kind](body)
+        else:
+            kinds = [
+                "api-errors",
+                "latency",
+                "drop-watches",
+                "expire-watches",
+                "clear",
+                *self.admin_handlers,
+            ]
+            raise BadRequest(f"unknown fault kind {kind!r}; known: {', '.join(kinds)}")
+        return {"kind": kind, "applied": True}
+
+    def _respond(self, r: ApiResponse) -> web.Response:
+        return web.Response(
+            body=r.body, status=r.code, content_type="application/json", headers=r.headers or None
+        )
+
+    def _authenticate(self, request: web.Request, path: str) -> User:
+        user = self.auth.authenticate(request.headers.get("Authorization"))
+        if user is not None:
+            return user
+        if path in _PUBLIC:
+            return User("system:anonymous", ("system:unauthenticated",))
+        raise Unauthorized("Unauthorized")
+
+    def _static(self, path: str) -> Any:
+        reg = self.registry
+        if path == "/version":
+            return discovery.version_info()
+        if path in ("/healthz", "/livez", "/readyz"):
+            return "ok"
+        if path == "/api":
+            return discovery.api_versions(self.address)
+        if path == "/apis":
+            return discovery.api_groups(reg)
+        parts = path.strip("/").split("/")
+        if parts[0] == "api" and len(parts) == 2 and parts[1] in reg.versions(""):
+            return discovery.api_resources(reg, "", parts[1])
+        if parts[0] == "apis" and len(parts) == 2 and reg.versions(parts[1]):
+            return discovery.api_group(reg, parts[1])
+        if parts[0] == "apis" and len(parts) == 3 and parts[2] in reg.versions(parts[1]):
+            return discovery.api_resources(reg, parts[1], parts[2])
+        if path == "/openapi/v3":
+            return discovery.openapi_root(reg)
+        if parts[:2] == ["openapi", "v3"]:
+            rest = parts[2:]
+            group, version = (
+                ("", rest[1])
+                if rest[:1] == ["api"] and len(rest) == 2
+                else (
+                    (rest[1], rest[2]) if rest[:1] == ["apis"] and len(rest) == 3 else (None, None)
+                )
+            )
+            if group is not None and version is not None:
+                return discovery.openapi_gv(reg, group, version)
+        return None
+
+    async def _stream(self, request: web.Request, ws: WatchStream) -> web.StreamResponse:
+        resp = web.StreamResponse(status=200)
+        resp.content_type = "application/json"
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        if ws.initial_error is not None:
+            await resp.write(ws.initial_error)
+            return resp
+        task = asyncio.current_task()
+        assert task is not None
+        self._streams.add(task)
+        try:
+            await self._pump(resp, ws)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            self._streams.discard(task)
+            self.store.unsubscribe(ws.watcher)
+        with contextlib.suppress(ConnectionResetError):
+            await resp.write_eof()
+        return resp
+
+    async def _pump(self, resp: web.StreamResponse, ws: WatchStream) -> None:
+        loop = asyncio.get_running_loop()
+        timeout = ws.timeout if ws.timeout is not None else self.settings.watch_timeout_s
+        deadline = loop.time() + timeout
+        next_bookmark = loop.time() + self.settings.bookmark_interval_s
+        q = ws.watcher.queue
+        while True:
+            now = loop.time()
+            if now >= deadline:
+                return
+            wait = min(deadline, next_bookmark if ws.bookmarks else deadline) - now
+            try:
+                item = await asyncio.wait_for(q.get(), timeout=max(wait, 0))
+            except TimeoutError:
+                if ws.bookmarks and loop.time() >= next_bookmark:
+                    await resp.write(self.core.bookmark(ws.rt, ws.watcher))
+                    next_bookmark = loop.time() + self.settings.bookmark_interval_s
+                continue
+            chunks = []
+            while item is not None:
+                chunks.append(item)
+                if q.empty():
+                    break
+                item = q.get_nowait()
+            if chunks:
+                data = b"".join(chunks)
+                self.metrics.watch_events.labels(ws.rt.plural).inc(data.count(b"\n"))
+                await resp.write(data)
+            if item is None:
+                return

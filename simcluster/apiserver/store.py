@@ -1,0 +1,233 @@
+"""The in-memory object store: one global resourceVersion, a bounded event history, watchers.
+
+Like etcd behind the real server, every write gets the next global revision and is appended
+to a history. Watches resume from any revision still in the history; older ones get
+``410 Expired`` (the history window is a setting, so tests can force it). Each event's JSON is
+encoded once and shared by all watchers, which is what lets one core deliver tens of
+thousands of watch events per second.
+
+Watchers whose field selector pins ``spec.nodeName`` or ``metadata.name`` are indexed by that
+value, so 400 kubelets watching "their" pods cost one dict lookup per event, not 400 matches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from simcluster.apiserver.selectors import FieldSelector, LabelSelector, get_path
+from simcluster.errors import Expired
+
+__all__ = ["Event", "Store", "Watcher"]
+
+_INDEXED = ("spec.nodeName", "metadata.name")
+_encode = msgspec.json.encode
+Obj = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Event:
+    rv: int
+    type: str  # ADDED | MODIFIED | DELETED
+    key: str
+    namespace: str
+    obj: Obj
+    old: Obj | None
+    _json: bytes | None = None
+
+    def object_json(self) -> bytes:
+        if self._json is None:
+            self._json = _encode(self.obj)
+        return self._json
+
+
+def line(event_type: str, object_json: bytes) -> bytes:
+    return b'{"type":"' + event_type.encode() + b'","object":' + object_json + b"}\n"
+
+
+Renderer = Callable[[str, Event], bytes]
+
+
+def default_render(event_type: str, event: Event) -> bytes:
+    return line(event_type, event.object_json())
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One watch stream's filter and its queue of rendered lines (None = closed)."""
+
+    key: str
+    namespace: str | None
+    labels: LabelSelector
+    fields: FieldSelector
+    bookmarks: bool
+    render: Renderer = default_render
+    max_queue: int = 200_000
+    queue: asyncio.Queue[bytes | None] = field(default_factory=asyncio.Queue)
+    last_rv: int = 0
+    closed: bool = False
+
+    def matches(self, obj: Obj | None) -> bool:
+        if obj is None:
+            return False
+        meta = obj["metadata"]
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        return self.labels.matches(meta.get("labels")) and self.fields.matches(obj)
+
+    def offer(self, event: Event) -> None:
+        """Deliver ``event`` with upstream's selector transitions (ADDED/DELETED on (un)match)."""
+        if self.closed:
+            return
+        new_ok = event.type != "DELETED" and self.matches(event.obj)
+        old_ok = self.matches(event.old) if event.old is not None else False
+        if event.type == "DELETED":
+            kind = "DELETED" if self.matches(event.obj) else None
+        elif new_ok and old_ok:
+            kind = "MODIFIED"
+        elif new_ok:
+            kind = "ADDED"
+        elif old_ok:
+            kind = "DELETED"
+        else:
+            kind = None
+        self.last_rv = event.rv
+        if kind is not None:
+            self.push(self.render(kind, event))
+
+    def push(self, data: bytes | None) -> None:
+        if self.closed:
+            return
+        if data is not None and self.queue.qsize() >= self.max_queue:
+            data = None  # too slow a consumer: the real server drops it too
+        if data is None:
+            self.closed = True
+        self.queue.put_nowait(data)
+
+    def close(self) -> None:
+        self.push(None)
+
+
+class Store:
+    """Objects by resource key → namespace → name, plus the event history."""
+
+    def __init__(self, history: int = 10_000) -> None:
+        self.rv = 0
+        self._tables: dict[str, dict[str, dict[str, Obj]]] = {}
+        self._history: deque[Event] = deque(maxlen=history)
+        self.compacted = 0
+        self._watchers: dict[str, set[Watcher]] = {}
+        self._indexed: dict[tuple[str, str, str], set[Watcher]] = {}
+        self.force_expired = False  # fault injection: next resume gets 410
+
+    def next_rv(self) -> int:
+        self.rv += 1
+        return self.rv
+
+    # --- reads -------------------------------------------------------------------------
+    def get(self, key: str, namespace: str, name: str) -> Obj | None:
+        return self._tables.get(key, {}).get(namespace, {}).get(name)
+
+    def count(self, key: str) -> int:
+        return sum(len(t) for t in self._tables.get(key, {}).values())
+
+    def iter(self, key: str, namespace: str | None = None) -> Iterator[Obj]:
+        table = self._tables.get(key, {})
+        if namespace is not None:
+            yield from table.get(namespace, {}).values()
+            return
+        for ns_table in table.values():
+            yield from ns_table.values()
+
+    def namespace_is_empty(self, namespace: str) -> bool:
+        return all(not t.get(namespace) for t in self._tables.values())
+
+    def keys(self) -> list[str]:
+        return list(self._tables)
+
+    # --- writes ------------------------------------------------------------------------
+    def put(self, key: str, obj: Obj, old: Obj | None) -> Event:
+        """Store ``obj`` (metadata.resourceVersion already set by the caller via next_rv)."""
+        meta = obj["metadata"]
+        ns = meta.get("namespace", "")
+        self._tables.setdefault(key, {}).setdefault(ns, {})[meta["name"]] = obj
+        return self._emit(
+            Event(int(meta["resourceVersion"]), "MODIFIED" if old else "ADDED", key, ns, obj, old)
+        )
+
+    def remove(self, key: str, obj: Obj) -> Event:
+        """Remove ``obj``; the DELETED event carries a fresh resourceVersion, like upstream."""
+        meta = obj["metadata"]
+        ns = meta.get("namespace", "")
+        table = self._tables.get(key, {}).get(ns, {})
+        old = table.pop(meta["name"], None)
+        rv = self.next_rv()
+        final = dict(obj)
+        final["metadata"] = dict(meta, resourceVersion=str(rv))
+        return self._emit(Event(rv, "DELETED", key, ns, final, old))
+
+    def _emit(self, event: Event) -> Event:
+        if len(self._history) == self._history.maxlen:
+            self.compacted = self._history[0].rv
+        self._history.append(event)
+        for w in self._targets(event):
+            w.offer(event)
+        return event
+
+    def _targets(self, event: Event) -> Iterator[Watcher]:
+        yield from list(self._watchers.get(event.key, ()))
+        for path in _INDEXED:
+            values = {get_path(event.obj, path)}
+            if event.old is not None:
+                values.add(get_path(event.old, path))
+            for v in values:
+                if v is not None:
+                    yield from list(self._indexed.get((event.key, path, str(v)), ()))
+
+    # --- watch -------------------------------------------------------------------------
+    def subscribe(self, w: Watcher, since: int | None) -> None:
+        """Register ``w``; replay history after ``since`` (None: caller sends initial state)."""
+        if since is not None:
+            if self.force_expired or since < self.compacted:
+                self.force_expired = False
+                raise Expired(f"too old resource version: {since} ({self.compacted + 1})")
+            start = self._first_after(since)
+            for event in itertools.islice(self._history, start, None):
+                if event.key == w.key:
+                    w.offer(event)
+        w.last_rv = max(w.last_rv, self.rv if since is None else max(since, w.last_rv))
+        pinned = next(
+            ((p, w.fields.value_of(p)) for p in _INDEXED if w.fields.value_of(p) is not None), None
+        )
+        if pinned is not None:
+            self._indexed.setdefault((w.key, pinned[0], str(pinned[1])), set()).add(w)
+        else:
+            self._watchers.setdefault(w.key, set()).add(w)
+
+    def _first_after(self, since: int) -> int:
+        lo, hi = 0, len(self._history)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._history[mid].rv <= since:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def unsubscribe(self, w: Watcher) -> None:
+        self._watchers.get(w.key, set()).discard(w)
+        for path in _INDEXED:
+            v = w.fields.value_of(path)
+            if v is not None:
+                self._indexed.get((w.key, path, v), set()).discard(w)
+
+    def all_watchers(self) -> list[Watcher]:
+        out = [w for ws in self._watchers.values() for w in ws]
+        out.extend(w for ws in self._indexed.values() for w in ws)
+        return out

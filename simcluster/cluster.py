@@ -1,0 +1,213 @@
+"""A whole simulated cluster: the API server, one kubelet per node, other tenants' pods and
+the node-level fault handlers behind ``POST /admin/faults``.
+
+Kubelets talk to the server in-process (``LocalClient``) as ``system:node:<name>`` so their
+traffic is flow-controlled and counted like real node traffic, in its own priority level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simcluster.apiserver.auth import User, service_account_user
+from simcluster.apiserver.http import ApiServer, ServerSettings
+from simcluster.apiserver.local import LocalApiError, LocalClient
+from simcluster.errors import BadRequest, NotFound, SimclusterError
+from simcluster.kubelet.kubelet import VIRTUAL_LABEL, Kubelet, NodeSettings
+from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
+from simcluster.kubelet.runtime import Runtime, VirtualRuntime
+from simcluster.quantity import format_cpu, format_memory, to_milli, to_units
+
+__all__ = ["ADMIN", "Cluster", "ClusterSettings"]
+
+ADMIN = User("admin", ("system:masters",))
+TENANTS_NS = "simcluster-tenants"
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    server: ServerSettings = field(default_factory=ServerSettings)
+    nodes: int = 0
+    node: NodeSettings = field(default_factory=NodeSettings)
+    runtime: str = "virtual"  # "virtual" | "process"
+    foreign_fraction: float = 0.0  # share of each node's CPU/memory held by other tenants' pods
+    node_prefix: str = "node-"
+    seed: int = 0
+    # extra kubeconfigs to write: file name -> "namespace/serviceaccount"
+    service_account_kubeconfigs: tuple[tuple[str, str], ...] = ()
+
+
+class Cluster:
+    def __init__(self, settings: ClusterSettings, workdir: Path) -> None:
+        if settings.runtime not in ("virtual", "process"):
+            raise SimclusterError(f"unknown runtime {settings.runtime!r} (virtual, process)")
+        self.settings = settings
+        self.workdir = workdir
+        self.server = ApiServer(settings.server)
+        self.runtime: Runtime = (
+            ProcessRuntime(ProcessSettings(workdir / "logs"))
+            if settings.runtime == "process"
+            else VirtualRuntime()
+        )
+        self.kubelets: dict[str, Kubelet] = {}
+        self.kubeconfig = workdir / "kubeconfig"
+        self.kubeconfigs: dict[str, Path] = {}
+        self._admin = LocalClient(self.server.dispatcher, ADMIN)
+
+    async def start(self, progress: Progress | None = None) -> None:
+        say = progress or (lambda _msg: None)
+        await self.server.start()
+        self.server.kubeconfig(self.kubeconfig, ADMIN)
+        for fname, sa in self.settings.service_account_kubeconfigs:
+            ns, _, name = sa.partition("/")
+            await self._ensure_namespace(ns)
+            await self._ensure(("serviceaccounts", ns, {"metadata": {"name": name}}))
+            self.kubeconfigs[fname] = self.server.kubeconfig(
+                self.workdir / fname, service_account_user(ns, name)
+            )
+        say(f"API server at {self.server.url}")
+        await self.add_nodes(self.settings.nodes, progress)
+        if self.settings.foreign_fraction > 0 and self.kubelets:
+            await self._foreign_pods(say)
+        for kind, handler in (
+            ("node-not-ready", self._fault_not_ready),
+            ("node-delete", self._fault_delete_node),
+            ("kubelet-pause", self._fault_pause),
+            ("evict", self._fault_evict),
+        ):
+            self.server.admin_handlers[kind] = handler
+
+    async def add_nodes(self, count: int, progress: Progress | None = None) -> None:
+        start = len(self.kubelets)
+        batch = 50
+        for first in range(start, start + count, batch):
+            new = []
+            for i in range(first, min(first + batch, start + count)):
+                name = f"{self.settings.node_prefix}{i}"
+                client = LocalClient(
+                    self.server.dispatcher, User(f"system:node:{name}", ("system:nodes",))
+                )
+                k = Kubelet(name, i, client, self.runtime, self.settings.node, self.settings.seed)
+                self.kubelets[name] = k
+                new.append(k)
+            await asyncio.gather(*(k.start() for k in new))
+            if progress is not None:
+                progress(f"nodes ready: {len(self.kubelets)}/{start + count}")
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(k.stop() for k in self.kubelets.values()))
+        self.kubelets.clear()
+        await self.runtime.close()
+        await self.server.stop()
+
+    # --- helpers -------------------------------------------------------------------------
+    async def _ensure(self, spec: tuple[str, str, dict[str, Any]]) -> None:
+        resource, ns, body = spec
+        try:
+            await self._admin.request("create", resource, namespace=ns or None, body=body)
+        except LocalApiError as e:
+            if e.code != 409:
+                raise
+
+    async def _ensure_namespace(self, ns: str) -> None:
+        await self._ensure(("namespaces", "", {"metadata": {"name": ns}}))
+
+    async def _foreign_pods(self, say: Progress) -> None:
+        """One pod per node from another tenant, holding ``foreign_fraction`` of it."""
+        await self._ensure_namespace(TENANTS_NS)
+        f = self.settings.foreign_fraction
+        node = self.settings.node
+        cpu = format_cpu(int(to_milli(node.cpu) * f))
+        mem = format_memory(int(to_units(node.memory) * f) // 2**20 * 2**20)
+        for name in self.kubelets:
+            pod = {
+                "metadata": {
+                    "name": f"tenant-{name}",
+                    "labels": {VIRTUAL_LABEL: "true", "app": "other-tenant"},
+                },
+                "spec": {
+                    "nodeName": name,
+                    "containers": [
+                        {
+                            "name": "work",
+                            "image": "registry.example/other-tenant:1",
+                            "resources": {"requests": {"cpu": cpu, "memory": mem}},
+                        }
+                    ],
+                },
+            }
+            await self._ensure(("pods", TENANTS_NS, pod))
+        say(f"other tenants hold {f:.0%} of every node ({cpu} CPU, {mem})")
+
+    def _kubelet(self, body: dict[str, Any]) -> Kubelet:
+        name = str(body.get("node", ""))
+        if name not in self.kubelets:
+            raise NotFound.for_object("nodes", "", name)
+        return self.kubelets[name]
+
+    # --- node faults ---------------------------------------------------------------------
+    async def _fault_not_ready(self, body: dict[str, Any]) -> dict[str, Any]:
+        k = self._kubelet(body)
+        k.not_ready = not bool(body.get("ready", False))
+        await k.post_node_status(force=True)
+        taint = {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"}
+        node = await self._admin.request("get", "nodes", name=k.name)
+        taints = [
+            t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != taint["key"]
+        ]
+        if k.not_ready:
+            taints.append(taint)
+        await self._admin.request(
+            "patch",
+            "nodes",
+            name=k.name,
+            body={"spec": {"taints": taints}},
+            content_type="application/merge-patch+json",
+        )
+        return {"node": k.name, "ready": not k.not_ready}
+
+    async def _fault_delete_node(self, body: dict[str, Any]) -> dict[str, Any]:
+        k = self._kubelet(body)
+        del self.kubelets[k.name]
+        await k.stop()
+        await self._admin.request("delete", "nodes", name=k.name)
+        pods = await self._admin.request(
+            "list", "pods", query={"fieldSelector": f"spec.nodeName={k.name}"}
+        )
+        for p in pods["items"]:  # the pod garbage collector force-deletes orphans
+            m = p["metadata"]
+            try:
+                await self._admin.request(
+                    "delete",
+                    "pods",
+                    namespace=m["namespace"],
+                    name=m["name"],
+                    body={"gracePeriodSeconds": 0},
+                )
+            except LocalApiError as e:
+                if e.code != 404:
+                    raise
+        return {"node": k.name, "deleted": True, "pods_lost": len(pods["items"])}
+
+    async def _fault_pause(self, body: dict[str, Any]) -> dict[str, Any]:
+        k = self._kubelet(body)
+        if body.get("paused", True):
+            k.paused.clear()
+        else:
+            k.paused.set()
+        return {"node": k.name, "paused": not k.paused.is_set()}
+
+    async def _fault_evict(self, body: dict[str, Any]) -> dict[str, Any]:
+        ns, name = str(body.get("namespace", "")), str(body.get("name", ""))
+        pod = await self._admin.request("get", "pods", namespace=ns, name=name)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or node not in self.kubelets:
+            raise BadRequest(f"pod {ns}/{name} is not running on a simulated node")
+        msg = str(body.get("message", "The node was low on resource: memory."))
+        await self.kubelets[node].evict(ns, name, msg)
+        return {"pod": f"{ns}/{name}", "evicted": True}

@@ -1,0 +1,599 @@
+"""A simulated kubelet: one per Node, talking to the API server like the real one.
+
+It registers its Node and Lease, renews the lease and posts node status (conditions,
+capacity, ``status.images``), watches the pods bound to it (``fieldSelector=spec.nodeName``,
+resuming by resourceVersion and relisting on 410), and for each pod: admission (over
+capacity -> phase Failed with reason OutOfcpu/OutOfmemory/OutOfpods, as the real kubelet),
+the per-node sandbox-creation limiter, image pulls through the node's image cache, container
+start latency with jitter, the runtime, readiness probes, and status updates through the
+API. Deleting a pod stops its containers within the grace period, then the kubelet removes
+the object (delete with grace 0 and a uid precondition), as upstream does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import platform
+import random
+import uuid
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from simcluster.apiserver.local import LocalApiError, LocalClient
+from simcluster.apiserver.meta import rfc3339
+from simcluster.apiserver.pods import pod_requests
+from simcluster.kubelet.images import ImageCache, PullSettings, normalize_image
+from simcluster.kubelet.limits import CreationLimiter
+from simcluster.kubelet.runtime import Runtime, RuntimeStartError, Sandbox, sandbox_from_pod
+from simcluster.quantity import to_milli, to_units
+
+__all__ = ["VIRTUAL_LABEL", "Kubelet", "NodeSettings", "node_ip"]
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+VIRTUAL_LABEL = "simcluster.io/virtual"  # pods with this label "true" never run processes
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSettings:
+    cpu: str = "16"
+    memory: str = "64Gi"
+    max_pods: int = 110
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Mapping[str, Any], ...] = ()
+    creation_rate: float = 0.0  # sandbox creations/s per node; 0 = unlimited
+    creation_concurrency: int = 0  # sandboxes being created at once; 0 = unlimited
+    start_latency_s: float = 0.0  # container start with the image present
+    start_jitter_s: float = 0.0  # uniform +/- jitter on the start latency
+    pull: PullSettings = field(default_factory=PullSettings)
+    preloaded_images: tuple[str, ...] = ()
+    lease_interval_s: float = 10.0
+    status_interval_s: float = 60.0
+    kubelet_version: str = "v1.32.0-simcluster"
+
+
+def node_ip(index: int, host: int = 1) -> str:
+    """Node ``index``'s loopback /24: 127.<1+index//256>.<index%256>.<host>."""
+    return f"127.{1 + index // 256}.{index % 256}.{host}"
+
+
+@dataclass
+class _PodState:
+    uid: str
+    namespace: str
+    name: str
+    cpu: int
+    memory: int
+    active: bool = True  # counts against node capacity
+    ip: str = ""
+    sandbox: Sandbox | None = None
+    task: asyncio.Task[None] | None = None
+    terminating: bool = False
+
+
+class Kubelet:
+    def __init__(
+        self,
+        name: str,
+        index: int,
+        client: LocalClient,
+        runtime: Runtime,
+        settings: NodeSettings,
+        seed: int = 0,
+    ) -> None:
+        self.name = name
+        self.index = index
+        self.client = client
+        self.runtime = runtime
+        self.settings = settings
+        self.ip = node_ip(index)
+        self.cap_cpu = to_milli(settings.cpu)
+        self.cap_mem = to_units(settings.memory)
+        self.pods: dict[str, _PodState] = {}
+        self.images = ImageCache(settings.pull, settings.preloaded_images, self._mark_dirty)
+        self.limiter = CreationLimiter(settings.creation_rate, settings.creation_concurrency)
+        self.paused = asyncio.Event()
+        self.paused.set()  # set = running
+        self.not_ready = False
+        self._rng = random.Random(seed * 100_003 + index)
+        self._free_ips = [node_ip(index, h) for h in range(254, 1, -1)]
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
+        self._dirty = asyncio.Event()
+        self._lease: Obj | None = None
+        self.started = 0  # pods that reached Running
+        self._machine_id = hashlib.md5(name.encode(), usedforsecurity=False).hexdigest()
+        self._boot_id = str(uuid.UUID(int=self._rng.getrandbits(128)))
+
+    # --- lifecycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        await self._register()
+        self._tasks = [
+            asyncio.create_task(self._watch_loop(), name=f"kubelet {self.name} watch"),
+            asyncio.create_task(self._heartbeat_loop(), name=f"kubelet {self.name} heartbeat"),
+            asyncio.create_task(self._status_loop(), name=f"kubelet {self.name} status"),
+        ]
+
+    async def stop(self) -> None:
+        tasks = [*self._tasks, *self._background]
+        tasks += [st.task for st in self.pods.values() if st.task is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for st in list(self.pods.values()):
+            if st.sandbox is not None:
+                await self.runtime.stop(st.sandbox, 0)
+        self.pods.clear()
+        await self.images.close()
+
+    # --- node and lease ------------------------------------------------------------------
+    def _conditions(self) -> list[Obj]:
+        now = rfc3339()
+        ready = "Unknown" if self.not_ready else "True"
+        reason = "NodeStatusUnknown" if self.not_ready else "KubeletReady"
+        msg = (
+            "Kubelet stopped posting node status."
+            if self.not_ready
+            else "kubelet is posting ready status"
+        )
+        pressures = (("MemoryPressure", "Memory"), ("DiskPressure", "Disk"), ("PIDPressure", "PID"))
+        conds = [
+            {
+                "type": t,
+                "status": "False",
+                "reason": f"KubeletHasSufficient{r}",
+                "message": f"kubelet has sufficient {r.lower()}",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+            for t, r in pressures
+        ]
+        conds.append(
+            {
+                "type": "Ready",
+                "status": ready,
+                "reason": reason,
+                "message": msg,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        )
+        return conds
+
+    def _node_status(self) -> Obj:
+        res = {
+            "cpu": self.settings.cpu,
+            "memory": self.settings.memory,
+            "pods": str(self.settings.max_pods),
+            "ephemeral-storage": "100Gi",
+        }
+        return {
+            "capacity": res,
+            "allocatable": dict(res),
+            "conditions": self._conditions(),
+            "addresses": [
+                {"type": "InternalIP", "address": self.ip},
+                {"type": "Hostname", "address": self.name},
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "kubeletVersion": self.settings.kubelet_version,
+                "kubeProxyVersion": self.settings.kubelet_version,
+                "containerRuntimeVersion": f"simcluster://{self.runtime.name}",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+                "osImage": "simcluster",
+                "kernelVersion": platform.release(),
+                "machineID": self._machine_id,
+                "systemUUID": self._machine_id,
+                "bootID": self._boot_id,
+            },
+            "images": self.images.status_images(),
+        }
+
+    async def _register(self) -> None:
+        labels = {
+            "kubernetes.io/hostname": self.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            "node.kubernetes.io/instance-type": "simcluster",
+            **self.settings.labels,
+        }
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.name, "labels": labels},
+            "spec": {"taints": [dict(t) for t in self.settings.taints]}
+            if self.settings.taints
+            else {},
+        }
+        with contextlib.suppress(LocalApiError):
+            await self.client.request("create", "nodes", body=node)
+        await self.client.request(
+            "patch",
+            "nodes",
+            name=self.name,
+            subresource="status",
+            body={"status": self._node_status()},
+            content_type="application/merge-patch+json",
+        )
+        lease = {
+            "metadata": {"name": self.name, "namespace": "kube-node-lease"},
+            "spec": {
+                "holderIdentity": self.name,
+                "leaseDurationSeconds": 40,
+                "renewTime": _micro(),
+            },
+        }
+        try:
+            self._lease = await self.client.request(
+                "create",
+                "leases",
+                namespace="kube-node-lease",
+                body=lease,
+                group="coordination.k8s.io",
+            )
+        except LocalApiError:
+            self._lease = await self.client.request(
+                "get",
+                "leases",
+                namespace="kube-node-lease",
+                name=self.name,
+                group="coordination.k8s.io",
+            )
+
+    def _mark_dirty(self) -> None:
+        self._dirty.set()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.lease_interval_s)
+            if self.not_ready or self._lease is None:
+                continue
+            self._lease["spec"]["renewTime"] = _micro()
+            try:
+                self._lease = await self.client.request(
+                    "update",
+                    "leases",
+                    namespace="kube-node-lease",
+                    name=self.name,
+                    body=self._lease,
+                    group="coordination.k8s.io",
+                )
+            except LocalApiError as e:
+                log.debug("lease renew failed on %s: %s", self.name, e)
+                with contextlib.suppress(LocalApiError):
+                    self._lease = await self.client.request(
+                        "get",
+                        "leases",
+                        namespace="kube-node-lease",
+                        name=self.name,
+                        group="coordination.k8s.io",
+                    )
+
+    async def _status_loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dirty.wait(), timeout=self.settings.status_interval_s)
+            self._dirty.clear()
+            await self.post_node_status()
+            await asyncio.sleep(1.0)  # coalesce bursts of image pulls into one write
+
+    async def post_node_status(self, force: bool = False) -> None:
+        """Post conditions and images (a NotReady node posts nothing unless forced, which is
+        how the node lifecycle controller's Unknown condition is written)."""
+        if self.not_ready and not force:
+            return
+        status = {"conditions": self._conditions(), "images": self.images.status_images()}
+        try:
+            await self.client.request(
+                "patch",
+                "nodes",
+                name=self.name,
+                subresource="status",
+                body={"status": status},
+                content_type="application/merge-patch+json",
+            )
+        except LocalApiError as e:
+            log.debug("node status update failed on %s: %s", self.name, e)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --- pods ----------------------------------------------------------------------------
+    async def _watch_loop(self) -> None:
+        selector = f"spec.nodeName={self.name}"
+        while True:
+            try:
+                listed = await self.client.request(
+                    "list", "pods", query={"fieldSelector": selector}
+                )
+                rv = listed["metadata"]["resourceVersion"]
+                seen = {p["metadata"]["uid"] for p in listed["items"]}
+                for uid in [u for u in self.pods if u not in seen]:
+                    self._forget(self.pods[uid])
+                for pod in listed["items"]:
+                    await self._handle("ADDED", pod)
+                query = {
+                    "fieldSelector": selector,
+                    "resourceVersion": rv,
+                    "allowWatchBookmarks": "true",
+                }
+                async for ev in self.client.watch("pods", query=query):
+                    if ev["type"] == "ERROR":
+                        break  # 410: relist
+                    await self._handle(ev["type"], ev["object"])
+            except LocalApiError as e:
+                log.debug("kubelet %s watch error: %s", self.name, e)
+                await asyncio.sleep(1.0)
+
+    async def _handle(self, etype: str, pod: Obj) -> None:
+        if etype == "BOOKMARK":
+            return
+        await self.paused.wait()
+        meta = pod["metadata"]
+        st = self.pods.get(meta["uid"])
+        if etype == "DELETED":
+            if st is not None:
+                self._forget(st)
+            return
+        if meta.get("deletionTimestamp"):
+            if st is None or not st.terminating:
+                st = st or self._track(pod, active=False)
+                st.terminating = True
+                self._spawn(self._terminate(pod, st), f"terminate {meta['name']}")
+            return
+        if st is None and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            self._admit(pod)
+
+    def _track(self, pod: Obj, active: bool) -> _PodState:
+        meta = pod["metadata"]
+        cpu, mem = pod_requests(pod)
+        st = _PodState(meta["uid"], meta["namespace"], meta["name"], cpu, mem, active)
+        self.pods[st.uid] = st
+        return st
+
+    def _forget(self, st: _PodState) -> None:
+        self.pods.pop(st.uid, None)
+        if st.task is not None and not st.task.done():
+            st.task.cancel()
+        if st.sandbox is not None:
+            sandbox, st.sandbox = st.sandbox, None
+            self._spawn(self.runtime.stop(sandbox, 0), f"stop {st.name}")
+        if st.ip:
+            self._free_ips.append(st.ip)
+            st.ip = ""
+
+    def _admit(self, pod: Obj) -> None:
+        active = [s for s in self.pods.values() if s.active]
+        cpu, mem = pod_requests(pod)
+        used_cpu, used_mem = sum(s.cpu for s in active), sum(s.memory for s in active)
+        checks = (
+            ("OutOfpods", "pods", 1, len(active), self.settings.max_pods),
+            ("OutOfcpu", "cpu", cpu, used_cpu, self.cap_cpu),
+            ("OutOfmemory", "memory", mem, used_mem, self.cap_mem),
+        )
+        for reason, res, req, used, cap in checks:
+            if req and used + req > cap:
+                st = self._track(pod, active=False)
+                msg = (
+                    f"Pod was rejected: Node didn't have enough resource: {res}, "
+                    f"requested: {req}, used: {used}, capacity: {cap}"
+                )
+                status = {
+                    "phase": "Failed",
+                    "reason": reason,
+                    "message": msg,
+                    "startTime": rfc3339(),
+                }
+                st.task = asyncio.create_task(
+                    self._patch_status(pod, status), name=f"reject {st.name}"
+                )
+                return
+        st = self._track(pod, active=True)
+        st.task = asyncio.create_task(self._run(pod, st), name=f"run {st.name}")
+
+    async def _run(self, pod: Obj, st: _PodState) -> None:
+        spec = pod["spec"]
+        virtual = (pod["metadata"].get("labels") or {}).get(VIRTUAL_LABEL) == "true"
+        try:
+            async with self.limiter.slot():
+                for c in spec.get("containers") or []:
+                    await self.images.ensure(
+                        c.get("image", ""), c.get("imagePullPolicy", "IfNotPresent")
+                    )
+                st.ip = self._free_ips.pop()
+                s = self.settings
+                await asyncio.sleep(
+                    max(
+                        0.0,
+                        s.start_latency_s + self._rng.uniform(-s.start_jitter_s, s.start_jitter_s),
+                    )
+                )
+                sandbox = sandbox_from_pod(pod, st.ip, virtual)
+                st.sandbox = sandbox
+                await self.runtime.start(sandbox)
+        except RuntimeStartError as e:
+            waiting = [
+                {
+                    "name": c["name"],
+                    "ready": False,
+                    "restartCount": 0,
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "started": False,
+                    "state": {"waiting": {"reason": e.reason, "message": e.message}},
+                }
+                for c in spec.get("containers") or []
+            ]
+            await self._patch_status(pod, self._status(pod, st, False, waiting_statuses=waiting))
+            return
+        started_at = rfc3339()
+        probed = [c for c in sandbox.containers if c.readiness is not None]
+        ready = not probed or virtual
+        await self._patch_status(pod, self._status(pod, st, ready, started_at))
+        self.started += 1
+        if not virtual and (probed or self.runtime.name != "virtual"):
+            await self._monitor(pod, st, sandbox, ready, started_at)
+
+    async def _monitor(
+        self, pod: Obj, st: _PodState, sandbox: Sandbox, ready: bool, started_at: str
+    ) -> None:
+        """Readiness probes and exits for pods whose runtime really runs something."""
+        probed = [c for c in sandbox.containers if c.readiness is not None]
+        first = min((c.readiness.initial_delay_s for c in probed if c.readiness), default=0.0)
+        period = min((c.readiness.period_s for c in probed if c.readiness), default=1.0)
+        threshold = min((c.readiness.failure_threshold for c in probed if c.readiness), default=3)
+        await asyncio.sleep(first)
+        failures = 0
+        while True:
+            exited = self.runtime.exited(sandbox)
+            if exited is not None:
+                name, code = exited
+                phase = "Succeeded" if code == 0 else "Failed"
+                status = self._status(pod, st, False, started_at)
+                status["phase"] = phase
+                for cs in status["containerStatuses"]:
+                    if cs["name"] == name:
+                        cs["state"] = {
+                            "terminated": {
+                                "exitCode": code,
+                                "reason": "Completed" if code == 0 else "Error",
+                                "startedAt": started_at,
+                                "finishedAt": rfc3339(),
+                            }
+                        }
+                st.active = False
+                await self._patch_status(pod, status)
+                return
+            results = [await self.runtime.probe(sandbox, c) for c in probed]
+            ok = all(results)
+            failures = 0 if ok else failures + 1
+            if ok != ready and (ok or failures >= threshold):
+                ready = ok
+                await self._patch_status(pod, self._status(pod, st, ready, started_at))
+            await asyncio.sleep(period if ready else min(period, 0.5))
+
+    def _status(
+        self,
+        pod: Obj,
+        st: _PodState,
+        ready: bool,
+        started_at: str = "",
+        waiting_statuses: list[Obj] | None = None,
+    ) -> Obj:
+        now = rfc3339()
+        old = pod.get("status") or {}
+        r = "True" if ready else "False"
+        conds = [c for c in old.get("conditions") or [] if c.get("type") == "PodScheduled"]
+        conds += [
+            {
+                "type": "PodReadyToStartContainers",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": now,
+            },
+            {
+                "type": "Initialized",
+                "status": "True",
+                "lastProbeTime": None,
+                "lastTransitionTime": now,
+            },
+            {"type": "Ready", "status": r, "lastProbeTime": None, "lastTransitionTime": now},
+            {
+                "type": "ContainersReady",
+                "status": r,
+                "lastProbeTime": None,
+                "lastTransitionTime": now,
+            },
+        ]
+        statuses = waiting_statuses or [
+            {
+                "name": c["name"],
+                "ready": ready,
+                "restartCount": 0,
+                "started": True,
+                "image": c.get("image", ""),
+                "imageID": normalize_image(c.get("image", "")),
+                "containerID": f"simcluster://{st.uid[:8]}-{c['name']}",
+                "state": {"running": {"startedAt": started_at}},
+                "lastState": {},
+            }
+            for c in pod["spec"].get("containers") or []
+        ]
+        status = {
+            "phase": "Pending" if waiting_statuses else "Running",
+            "conditions": conds,
+            "hostIP": self.ip,
+            "hostIPs": [{"ip": self.ip}],
+            "startTime": old.get("startTime") or now,
+            "qosClass": old.get("qosClass", "BestEffort"),
+            "containerStatuses": statuses,
+        }
+        if st.ip:
+            status["podIP"] = st.ip
+            status["podIPs"] = [{"ip": st.ip}]
+        return status
+
+    async def _patch_status(self, pod: Obj, status: Obj) -> None:
+        meta = pod["metadata"]
+        try:
+            await self.client.request(
+                "patch",
+                "pods",
+                namespace=meta["namespace"],
+                name=meta["name"],
+                subresource="status",
+                body={"status": status},
+                content_type="application/merge-patch+json",
+            )
+        except LocalApiError as e:
+            log.debug("status update of %s failed: %s", meta["name"], e)
+
+    async def _terminate(self, pod: Obj, st: _PodState) -> None:
+        meta = pod["metadata"]
+        if st.task is not None and not st.task.done():
+            st.task.cancel()
+            await asyncio.gather(st.task, return_exceptions=True)
+        if st.sandbox is not None:
+            sandbox, st.sandbox = st.sandbox, None
+            await self.runtime.stop(sandbox, float(meta.get("deletionGracePeriodSeconds") or 0))
+        st.active = False
+        body = {"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
+        try:
+            await self.client.request(
+                "delete", "pods", namespace=meta["namespace"], name=meta["name"], body=body
+            )
+        except LocalApiError as e:
+            if e.code not in (404, 409):
+                log.debug("final delete of %s failed: %s", meta["name"], e)
+
+    async def evict(self, namespace: str, name: str, message: str) -> bool:
+        """Kubelet-style eviction: stop the pod, mark it Failed/Evicted (the object stays)."""
+        st = next(
+            (s for s in self.pods.values() if s.namespace == namespace and s.name == name), None
+        )
+        if st is None:
+            return False
+        pod = await self.client.request("get", "pods", namespace=namespace, name=name)
+        if st.task is not None and not st.task.done():
+            st.task.cancel()
+        if st.sandbox is not None:
+            sandbox, st.sandbox = st.sandbox, None
+            await self.runtime.stop(sandbox, 0)
+        st.active = False
+        status = dict(pod.get("status") or {}, phase="Failed", reason="Evicted", message=message)
+        await self._patch_status(pod, status)
+        return True
+
+
+def _micro() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
