@@ -1,5 +1,5 @@
-"""Sandman's controller: informers, the bulk binder, leader election and garbage collection.
+"""Sandman's controller: the Kubernetes client layer, informers, leader election and the
+bulk binder (issue 5). See docs/controller.md.
 
-Not built yet (issue 5). Nothing here pretends to work: the package exists so the folder
-layout and the import-linter contracts are in place from the start.
+Everything that talks to the API server goes through :mod:`controller.kube`.
 """
