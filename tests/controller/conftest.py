@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 from controller.kube import ClientSettings, KubeClient, Timeouts
@@ -59,3 +60,10 @@ def pod(name: str, *, scheduler: str = "sandman", **labels: str) -> dict[str, An
             ],
         },
     }
+
+
+async def eventually(cond: Callable[[], bool], within: float = 10.0) -> None:
+    """Poll ``cond`` until true (watch-driven state converges asynchronously)."""
+    with anyio.fail_after(within):
+        while not cond():  # noqa: ASYNC110 - the state is plain attributes, no event to wait on
+            await anyio.sleep(0.01)
