@@ -84,6 +84,8 @@ class LeaderElector:
         self._observed_spec: dict[str, Any] = {}
         self._observed_at = 0.0
         self.leading = asyncio.Event()
+        #: Set once an attempt has read or written the Lease: we know who leads.
+        self.known = asyncio.Event()
         self._stopping = asyncio.Event()
 
     # --- observation ----------------------------------------------------------------------
@@ -96,6 +98,7 @@ class LeaderElector:
         return self.leader == self.settings.identity
 
     def _observe(self, lease: dict[str, Any]) -> None:
+        self.known.set()
         spec = dict(lease.get("spec") or {})
         if spec != self._observed_spec:
             self._observed_spec = spec
