@@ -86,7 +86,8 @@ class Controller:
             self.binder = Binder(client, self.view, s.binder, self.metrics)
             self.binder.attach()
             if s.election is not None:
-                self.elector = LeaderElector(client, s.election)
+                # Its own token bucket: renewals must not queue behind a burst of binds.
+                self.elector = LeaderElector(client.with_rate_limit(0, 1), s.election)
             runner = await self._serve_health()
             try:
                 async with asyncio.TaskGroup() as tg:
