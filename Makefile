@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 APT_PACKAGES := bubblewrap busybox-static binutils
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler clean
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-controller clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman demo
@@ -53,6 +53,9 @@ bench-daemon: system-deps $(STAMP) bundle
 
 bench-scheduler: $(STAMP)
 	$(BIN)/python -m scheduler.bench
+
+bench-controller: $(STAMP)
+	$(BIN)/python -m controller.bench
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info

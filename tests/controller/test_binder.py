@@ -66,6 +66,23 @@ async def test_burst_binds_everything_with_one_write_each(
     assert max(per_node.values()) <= int(16 * 0.7 / 0.25)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("cluster_settings", [cluster_of(50)])
+async def test_issue_burst_2000_sandboxes_over_50_nodes(
+    cluster: EmbeddedCluster, client: KubeClient
+) -> None:
+    """The issue's burst: 2,000 sandboxes over 50 nodes, 30% held by other tenants."""
+    n = 2000
+    async with controller(cluster) as ctl:
+        await create_sandboxes(client, n)
+        await eventually(lambda: bound_now(ctl) == n, within=40)
+    pods = await sandboxes(client)
+    assert bound(pods) == n
+    assert not [p for p in pods if p["status"].get("phase") == "Failed"]
+    assert writes_by(cluster, CONTROLLER_USER) == n
+    assert writes_by(cluster, CONTROLLER_USER, subresource="binding", code=201) == n
+
+
 @pytest.mark.parametrize("cluster_settings", [cluster_of(3, cpu="1", foreign=0.0)])
 async def test_unschedulable_reported_once_and_placed_when_capacity_appears(
     cluster: EmbeddedCluster, client: KubeClient

@@ -1,0 +1,22 @@
+"""The controller benchmark runs end to end (a smoke test: figures are not asserted, a
+benchmark is not a timed unit test)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_bench_runs_and_prints_its_table() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "controller.bench", "--requests", "60", "--pods", "120"],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=True,
+    )
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:2] == ["transport", "conc"]
+    assert sum(1 for ln in lines if ln.startswith(("kr8s (httpx)", "KubeClient"))) == 4
+    assert lines[-1].startswith("binds: ") and "per 1,000 binds (70 binds)" in lines[-1]
+    assert "binds: binding 120 pods" in out.stderr
