@@ -14,6 +14,7 @@ import sys
 
 from controller.app import Controller, ControllerSettings, default_identity
 from controller.binder import BinderSettings
+from controller.gc import GCSettings
 from controller.kube import ClientSettings
 from controller.leader import ElectionSettings
 from controller.view import ViewSettings
@@ -32,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--burst", type=int, default=400)
     p.add_argument("--bind-workers", type=int, default=128)
     p.add_argument("--max-starting-per-node", type=int, default=20)
+    p.add_argument("--terminal-retention", type=float, default=60.0, help="seconds")
+    p.add_argument("--pending-deadline", type=float, default=600.0, help="seconds")
+    p.add_argument("--gc-qps", type=float, default=20.0)
     p.add_argument("--no-leader-elect", action="store_true", help="always lead (one replica)")
     p.add_argument("--lease-name", default="sandman-controller")
     p.add_argument("--lease-namespace", default="sandman-system")
@@ -76,6 +80,12 @@ def parse_settings(argv: list[str] | None = None) -> tuple[ControllerSettings, s
         ),
         binder=BinderSettings(bind_workers=a.bind_workers),
         scheduler=SchedulerSettings(max_starting_per_node=a.max_starting_per_node),
+        gc=GCSettings(
+            terminal_retention_s=a.terminal_retention,
+            pending_deadline_s=a.pending_deadline,
+            qps=a.gc_qps,
+            burst=max(1, int(a.gc_qps)),
+        ),
         election=election,
         health_host=a.health_host,
         health_port=a.health_port,

@@ -1,4 +1,5 @@
-"""The controller process: client, cluster view, leader election, binder, health, metrics.
+"""The controller process: client, cluster view, leader election, binder, garbage
+collector, health, metrics.
 
 Every replica runs the cluster view (warm caches, an exact capacity model); only the
 leader binds. Losing the lease stops the binder at once (its reservations are dropped) and
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from controller.binder import Binder, BinderSettings
+from controller.gc import GarbageCollector, GCSettings
 from controller.kube import ClientSettings, KubeClient
 from controller.leader import ElectionSettings, LeaderElector
 from controller.metrics import ControllerMetrics
@@ -44,6 +46,7 @@ class ControllerSettings:
     view: ViewSettings = field(default_factory=ViewSettings)
     binder: BinderSettings = field(default_factory=BinderSettings)
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    gc: GCSettings = field(default_factory=GCSettings)
     #: None: no election, this process always leads (one replica, tests).
     election: ElectionSettings | None = None
     health_host: str = "127.0.0.1"
@@ -60,6 +63,7 @@ class Controller:
         self.view: ClusterView | None = None
         self.binder: Binder | None = None
         self.elector: LeaderElector | None = None
+        self.gc: GarbageCollector | None = None
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -85,6 +89,7 @@ class Controller:
             self.view = ClusterView(client, Scheduler(s.scheduler), s.view)
             self.binder = Binder(client, self.view, s.binder, self.metrics)
             self.binder.attach()
+            self.gc = GarbageCollector(client, self.view, s.gc, self.metrics)
             if s.election is not None:
                 # Its own token bucket: renewals must not queue behind a burst of binds.
                 self.elector = LeaderElector(client.with_rate_limit(0, 1), s.election)
@@ -106,10 +111,12 @@ class Controller:
                 await runner.cleanup()
 
     async def _lead(self) -> None:
-        assert self.binder is not None
+        assert self.binder is not None and self.gc is not None
         self.metrics.leader.set(1)
         try:
-            await self.binder.run()
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.binder.run())
+                tg.create_task(self.gc.run())
         finally:
             self.metrics.leader.set(0)
 

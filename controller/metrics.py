@@ -79,6 +79,13 @@ class ControllerMetrics:
             registry=r,
         )
 
+        self.gc_deletions = Counter(
+            "sandman_gc_deletions",
+            "Sandbox pods deleted by the garbage collector, by reason.",
+            ["reason"],
+            registry=r,
+        )
+
     def observe_request(self, verb: str, code: int, seconds: float) -> None:
         """A :class:`controller.kube.RequestObserver`."""
         self.api_requests.labels(verb, str(code)).inc()

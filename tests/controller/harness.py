@@ -14,6 +14,7 @@ from typing import Any
 from conftest import FAST, pod
 
 from controller.binder import Binder, BinderSettings
+from controller.gc import GarbageCollector, GCSettings
 from controller.kube import PODS, AlreadyExists, KubeClient, ServerError
 from controller.metrics import ControllerMetrics
 from controller.view import ClusterView, ViewSettings
@@ -33,6 +34,7 @@ class Running:
     view: ClusterView
     binder: Binder
     metrics: ControllerMetrics
+    gc: GarbageCollector | None
 
 
 @asynccontextmanager
@@ -40,6 +42,7 @@ async def controller(
     cluster: EmbeddedCluster,
     settings: BinderSettings | None = None,
     scheduler: SchedulerSettings | None = None,
+    gc: GCSettings | None = None,
 ) -> AsyncIterator[Running]:
     assert cluster.cluster is not None
     kubeconfig = cluster.cluster.kubeconfigs["controller"]
@@ -50,11 +53,14 @@ async def controller(
         view = ClusterView(client, Scheduler(scheduler or SchedulerSettings()), VIEW)
         binder = Binder(client, view, settings, metrics)
         binder.attach()
+        collector = GarbageCollector(client, view, gc, metrics) if gc else None
         async with asyncio.TaskGroup() as tg:
             tasks = [tg.create_task(view.run()), tg.create_task(binder.run())]
+            if collector is not None:
+                tasks.append(tg.create_task(collector.run()))
             await asyncio.wait_for(view.wait_synced(), 10)
             try:
-                yield Running(client, view, binder, metrics)
+                yield Running(client, view, binder, metrics, collector)
             finally:
                 for t in tasks:
                     t.cancel()
