@@ -25,6 +25,7 @@ from controller.gc import GarbageCollector, GCSettings
 from controller.kube import ClientSettings, KubeClient
 from controller.leader import ElectionSettings, LeaderElector
 from controller.metrics import ControllerMetrics
+from controller.replace import Replacer, ReplacerSettings
 from controller.view import ClusterView, ViewSettings
 from scheduler import Scheduler, SchedulerSettings
 
@@ -47,6 +48,7 @@ class ControllerSettings:
     binder: BinderSettings = field(default_factory=BinderSettings)
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
     gc: GCSettings = field(default_factory=GCSettings)
+    replacer: ReplacerSettings = field(default_factory=ReplacerSettings)
     #: None: no election, this process always leads (one replica, tests).
     election: ElectionSettings | None = None
     health_host: str = "127.0.0.1"
@@ -64,6 +66,7 @@ class Controller:
         self.binder: Binder | None = None
         self.elector: LeaderElector | None = None
         self.gc: GarbageCollector | None = None
+        self.replacer: Replacer | None = None
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -90,6 +93,8 @@ class Controller:
             self.binder = Binder(client, self.view, s.binder, self.metrics)
             self.binder.attach()
             self.gc = GarbageCollector(client, self.view, s.gc, self.metrics)
+            self.replacer = Replacer(client, self.view, s.replacer, self.metrics)
+            self.replacer.attach()
             if s.election is not None:
                 # Its own token bucket: renewals must not queue behind a burst of binds.
                 self.elector = LeaderElector(client.with_rate_limit(0, 1), s.election)
@@ -111,12 +116,13 @@ class Controller:
                 await runner.cleanup()
 
     async def _lead(self) -> None:
-        assert self.binder is not None and self.gc is not None
+        assert self.binder is not None and self.gc is not None and self.replacer is not None
         self.metrics.leader.set(1)
         try:
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self.binder.run())
                 tg.create_task(self.gc.run())
+                tg.create_task(self.replacer.run())
         finally:
             self.metrics.leader.set(0)
 

@@ -86,6 +86,13 @@ class ControllerMetrics:
             registry=r,
         )
 
+        self.replacements = Counter(
+            "sandman_replacements",
+            "Sandboxes rejected by kubelet admission before running: replaced or exhausted.",
+            ["outcome"],
+            registry=r,
+        )
+
     def observe_request(self, verb: str, code: int, seconds: float) -> None:
         """A :class:`controller.kube.RequestObserver`."""
         self.api_requests.labels(verb, str(code)).inc()

@@ -17,6 +17,7 @@ from controller.binder import Binder, BinderSettings
 from controller.gc import GarbageCollector, GCSettings
 from controller.kube import PODS, AlreadyExists, KubeClient, ServerError
 from controller.metrics import ControllerMetrics
+from controller.replace import Replacer
 from controller.view import ClusterView, ViewSettings
 from scheduler import Scheduler, SchedulerSettings
 from simcluster.embedded import EmbeddedCluster
@@ -35,6 +36,7 @@ class Running:
     binder: Binder
     metrics: ControllerMetrics
     gc: GarbageCollector | None
+    replacer: Replacer
 
 
 @asynccontextmanager
@@ -54,13 +56,19 @@ async def controller(
         binder = Binder(client, view, settings, metrics)
         binder.attach()
         collector = GarbageCollector(client, view, gc, metrics) if gc else None
+        replacer = Replacer(client, view, metrics=metrics)
+        replacer.attach()
         async with asyncio.TaskGroup() as tg:
-            tasks = [tg.create_task(view.run()), tg.create_task(binder.run())]
+            tasks = [
+                tg.create_task(view.run()),
+                tg.create_task(binder.run()),
+                tg.create_task(replacer.run()),
+            ]
             if collector is not None:
                 tasks.append(tg.create_task(collector.run()))
             await asyncio.wait_for(view.wait_synced(), 10)
             try:
-                yield Running(client, view, binder, metrics, collector)
+                yield Running(client, view, binder, metrics, collector, replacer)
             finally:
                 for t in tasks:
                     t.cancel()
