@@ -11,10 +11,10 @@ the informer caches (no API reads) every ``interval_s`` and deletes sandbox pods
 | ``terminal`` | Succeeded (e.g. the daemon's idle exit) or Failed, for ``terminal_retention_s`` |
 | ``pending-timeout`` | not bound ``pending_deadline_s`` after creation |
 | ``node-gone`` | bound to a node that has not existed for ``node_gone_grace_s`` (force delete) |
+| ``owner-expired`` | the owner's Lease expired (:mod:`controller.owners`): deletecollection |
 
 Deletes carry the pod's uid as precondition (a recreated pod of the same name is never hit)
 and go through a token bucket of their own (``qps``), so cleanup never starves binding.
-Not built yet: owner-lease expiry with deletecollection by owner label.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from controller.cache import Obj
 from controller.kube import EVENTS, PODS, KubeClient, KubeError, NotFound
 from controller.metrics import ControllerMetrics
+from controller.owners import OwnerLeases
 from controller.view import ClusterView
 
 __all__ = ["GCSettings", "GarbageCollector"]
@@ -75,15 +76,28 @@ class GarbageCollector:
         self.view = view
         self.metrics = metrics or ControllerMetrics()
         self._clock, self._wall = clock, wall
+        self.owners = OwnerLeases(view, clock=clock)
         self._first_seen: dict[tuple[str, str], float] = {}  # (reason key, uid/node) -> t
         self._deleting: set[str] = set()
 
     async def run(self) -> None:
         await self.view.wait_synced()
         while True:
+            for lease, owner in self.owners.expired():
+                await self._collect_owner(lease, owner)
             for pod, reason in list(self.candidates()):
                 await self._delete(pod, reason)
             await asyncio.sleep(self.settings.interval_s)
+
+    async def _collect_owner(self, lease: Obj, owner: str) -> None:
+        try:
+            n = await self.owners.collect(self.client, lease, owner)
+        except KubeError as e:
+            log.warning("gc: deleting the sandboxes of owner %s failed: %s", owner, e)
+            return
+        self.metrics.gc_deletions.labels("owner-expired").inc(n)
+        log.info("gc: owner %s's lease expired: deleted %d sandboxes", owner, n)
+        await self._event(lease, "owner-expired", f"{n} sandboxes of owner {owner}")
 
     # --- what to delete -----------------------------------------------------------------
     def _ours(self, pod: Obj) -> bool:
@@ -159,20 +173,22 @@ class GarbageCollector:
         log.info("gc: deleted %s/%s (%s)", ns, name, reason)
         await self._event(pod, reason)
 
-    async def _event(self, pod: Obj, reason: str) -> None:
-        meta = pod["metadata"]
+    async def _event(self, obj: Obj, reason: str, what: str = "") -> None:
+        meta = obj["metadata"]
+        kind = obj.get("kind") or "Pod"
+        message = f"deleted by the sandbox garbage collector: {reason}"
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
             "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
+                "apiVersion": obj.get("apiVersion") or "v1",
+                "kind": kind,
                 "namespace": meta["namespace"],
                 "name": meta["name"],
                 "uid": meta["uid"],
             },
             "reason": "SandboxDeleted",
-            "message": f"deleted by the sandbox garbage collector: {reason}",
+            "message": f"{message} ({what})" if what else message,
             "type": "Normal",
             "source": {"component": self.settings.component},
             "reportingComponent": self.settings.component,

@@ -3,7 +3,9 @@
 - **nodes**: every Node (capacity, taints, conditions);
 - **bound pods**: every pod with ``spec.nodeName`` set, whoever owns it — the cluster is
   shared, so other tenants' pods take capacity too;
-- **pending sandboxes**: pods with ``schedulerName: sandman`` and no node yet.
+- **pending sandboxes**: pods with ``schedulerName: sandman`` and no node yet;
+- **owner leases**: Leases labelled ``sandman.io/owner`` that trainers renew for their run
+  (the garbage collector deletes an owner's sandboxes when its Lease expires).
 
 Node and bound-pod events go straight into the :class:`scheduler.Scheduler`'s capacity
 model (O(1) each); a bound pod event also confirms the planner's reservation for it. The
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 
 from controller.cache import Obj
 from controller.informer import Handlers, Informer, InformerSettings
-from controller.kube import NODES, PODS, KubeClient
+from controller.kube import LEASES, NODES, PODS, KubeClient
 from scheduler import Scheduler
 
 __all__ = ["ClusterView", "ViewSettings"]
@@ -38,6 +40,8 @@ class ViewSettings:
     #: Off: watch every sandbox and drop bound ones here. simcluster needs it off for now:
     #: its watch index never delivers events to a ``spec.nodeName=`` (empty) selector.
     server_side_unbound: bool = True
+    #: Label on trainer-owned Leases and on their sandboxes (owner-lease expiry, gc.py).
+    owner_label: str = "sandman.io/owner"
 
 
 def _node_capacity_view(node: Obj) -> tuple[object, ...]:
@@ -73,6 +77,14 @@ class ClusterView:
             settings=s.informer,
             name="pending-pods",
         )
+        self.owner_leases = Informer(
+            client,
+            LEASES,
+            namespace=s.namespace,
+            label_selector=s.owner_label,
+            settings=s.informer,
+            name="owner-leases",
+        )
         self._capacity_listeners: list[Callable[[], None]] = []
         self.nodes.add_handler(
             Handlers(add=self._node_added, update=self._node_updated, delete=self._node_deleted)
@@ -82,7 +94,7 @@ class ClusterView:
         )
 
     def informers(self) -> tuple[Informer, ...]:
-        return (self.nodes, self.bound, self.pending)
+        return (self.nodes, self.bound, self.pending, self.owner_leases)
 
     def on_capacity(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` when capacity may have appeared."""

@@ -328,6 +328,14 @@ class KubeClient:
             body["gracePeriodSeconds"] = grace_period_s
         return await self.request("DELETE", res.path(namespace, name), body=body)
 
+    async def delete_collection(
+        self, res: Resource, namespace: str | None = None, *, label_selector: str
+    ) -> Any:
+        """DELETE every object matching ``label_selector``; returns the deleted objects."""
+        return await self.request(
+            "DELETE", res.path(namespace), query=_selectors(label_selector, None)
+        )
+
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         """POST pods/binding with the pod's uid as precondition.
 

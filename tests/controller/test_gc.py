@@ -13,7 +13,7 @@ from harness import controller, create_sandboxes
 from test_binder import bound, cluster_of, sandboxes
 
 from controller.gc import GCSettings
-from controller.kube import EVENTS, NODES, PODS, KubeClient
+from controller.kube import EVENTS, LEASES, NODES, PODS, KubeClient
 from simcluster.embedded import EmbeddedCluster
 
 pytestmark = pytest.mark.anyio
@@ -99,3 +99,42 @@ async def test_sandboxes_on_a_deleted_node_are_removed(
         assert not on_node0 & {p["metadata"]["name"] for p in left}
         assert all(p["spec"]["nodeName"] == "node-1" for p in left)
         assert "node-0" not in ctl.view.scheduler.model.nodes
+
+
+async def owned(client: KubeClient, n: int, owner: str) -> None:
+    for i in range(n):
+        body = pod(f"{owner}-{i}", app="sandbox")
+        body["metadata"]["labels"]["sandman.io/owner"] = owner
+        await client.create(PODS, body, "default")
+    lease = {
+        "metadata": {"name": owner, "labels": {"sandman.io/owner": owner}},
+        "spec": {"holderIdentity": owner, "leaseDurationSeconds": 1},
+    }
+    await client.create(LEASES, lease, "default")
+
+
+@pytest.mark.parametrize("cluster_settings", [cluster_of(2)])
+async def test_owner_lease_expiry_deletes_that_owners_sandboxes(
+    cluster: EmbeddedCluster, client: KubeClient
+) -> None:
+    async with controller(cluster, gc=FAST_GC) as ctl:
+        await owned(client, 5, "crashed")
+        await owned(client, 2, "alive")
+        await create_sandboxes(client, 2)  # no owner label: not affected
+        with anyio.fail_after(10):
+            while deleted(ctl, "owner-expired") < 5:
+                # the live trainer renews its Lease; the crashed one does not
+                await client.patch(LEASES, "alive", {"spec": {"renewTime": micro_now()}}, "default")
+                await anyio.sleep(0.2)
+        assert deleted(ctl, "owner-expired") == 5
+        await eventually(lambda: len(ctl.view.owner_leases.cache) == 2)
+        assert await names(client) == {"alive-0", "alive-1", "sb-0", "sb-1"}
+        events = (await client.list(EVENTS, "default"))["items"]
+        assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in events] == [
+            ("Lease", "crashed")
+        ]
+        assert "5 sandboxes of owner crashed" in events[0]["message"]
+
+
+def micro_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
