@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 APT_PACKAGES := bubblewrap busybox-static binutils
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-controller clean
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-controller bench-controller-burst clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman demo
@@ -56,6 +56,9 @@ bench-scheduler: $(STAMP)
 
 bench-controller: $(STAMP)
 	$(BIN)/python -m controller.bench
+
+bench-controller-burst: $(STAMP)
+	$(BIN)/python -m controller.bench_burst
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info
