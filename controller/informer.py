@@ -106,7 +106,11 @@ class Informer:
         indexers: Mapping[str, IndexFunc] | None = None,
         settings: InformerSettings | None = None,
         name: str = "",
+        keep: Callable[[Obj], bool] | None = None,
     ) -> None:
+        """``keep``: a client-side filter on top of the selectors. An object it rejects is
+        not cached, and leaves the cache (handlers see a delete) when an update makes it
+        fail, as the server does for selectors."""
         self.client = client
         self.resource = resource
         self.selection = _Selection(namespace, label_selector, field_selector)
@@ -116,6 +120,7 @@ class Informer:
         self.stats = InformerStats()
         self.resource_version = ""
         self.name = name or resource.plural
+        self.keep = keep
         self._handlers: list[EventHandler] = []
 
     def add_handler(self, handler: EventHandler) -> None:
@@ -172,9 +177,11 @@ class Informer:
     def _replace(self, items: list[Obj], rv: str) -> None:
         kind = self.resource.kind
         fresh: dict[str, Obj] = {}
+        keep = self.keep
         for obj in items:
             obj.setdefault("kind", kind)  # list items omit kind; handlers may want it
-            fresh[object_key(obj)] = obj
+            if keep is None or keep(obj):
+                fresh[object_key(obj)] = obj
         for key in self.cache.list_keys():
             if key not in fresh:
                 old = self.cache.remove(key)
@@ -221,10 +228,10 @@ class Informer:
                 rv = (obj.get("metadata") or {}).get("resourceVersion")
                 if ev.type == "BOOKMARK":
                     self.stats.bookmarks += 1
-                elif ev.type == "DELETED":
+                elif ev.type == "DELETED" or (self.keep is not None and not self.keep(obj)):
                     self.stats.events += 1
-                    self.cache.remove(object_key(obj))
-                    self._dispatch_delete(obj)
+                    if self.cache.remove(object_key(obj)) is not None:
+                        self._dispatch_delete(obj)
                 else:
                     self.stats.events += 1
                     self._dispatch_upsert(obj)

@@ -44,6 +44,10 @@ class ViewSettings:
     owner_label: str = "sandman.io/owner"
 
 
+def _unbound(pod: Obj) -> bool:
+    return not (pod.get("spec") or {}).get("nodeName")
+
+
 def _node_capacity_view(node: Obj) -> tuple[object, ...]:
     """The parts of a Node that change what fits on it (heartbeats excluded)."""
     spec, status = node.get("spec") or {}, node.get("status") or {}
@@ -74,6 +78,7 @@ class ClusterView:
             PODS,
             namespace=s.namespace,
             field_selector=pending_selector,
+            keep=None if s.server_side_unbound else _unbound,
             settings=s.informer,
             name="pending-pods",
         )

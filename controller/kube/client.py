@@ -49,6 +49,8 @@ __all__ = ["KubeClient", "RequestObserver", "WatchEvent"]
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "PATCH"})
+#: Failures before the request was written: always safe to repeat.
+_NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 
 
 class WatchEvent(msgspec.Struct, frozen=True):
@@ -101,8 +103,10 @@ class KubeClient:
         self._base = str(api.auth.server).rstrip("/")
         self._server_hostname = api.auth.tls_server_name or None
         self._headers = self._auth_headers()
+        # sock_connect, not connect: aiohttp's ``connect`` also covers waiting for a free
+        # pooled connection, which under a burst is queueing, not a dead server.
         self._timeout = aiohttp.ClientTimeout(
-            total=settings.timeouts.request, connect=settings.timeouts.connect
+            total=settings.timeouts.request, sock_connect=settings.timeouts.connect
         )
         self._decoder = msgspec.json.Decoder()
         self._event_decoder = msgspec.json.Decoder(WatchEvent)
@@ -228,7 +232,7 @@ class KubeClient:
             ) as resp:
                 code = resp.status
                 raw = await resp.read()
-        except aiohttp.ClientConnectorError as e:
+        except _NOT_SENT as e:
             raise TransportError(f"{method} {path}: cannot connect: {e}", sent=False) from e
         except (aiohttp.ClientError, TimeoutError) as e:
             raise TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
@@ -400,7 +404,7 @@ class KubeClient:
         code = 0
         timeout = aiohttp.ClientTimeout(
             total=None,
-            connect=self.settings.timeouts.connect,
+            sock_connect=self.settings.timeouts.connect,
             sock_read=self.settings.timeouts.watch_idle,
         )
         try:
@@ -412,7 +416,7 @@ class KubeClient:
                 server_hostname=self._server_hostname,
             )
             code = resp.status
-        except aiohttp.ClientConnectorError as e:
+        except _NOT_SENT as e:
             raise TransportError(f"WATCH {path}: cannot connect: {e}", sent=False) from e
         except (aiohttp.ClientError, TimeoutError) as e:
             raise TransportError(f"WATCH {path}: {type(e).__name__}: {e}") from e

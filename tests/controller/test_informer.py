@@ -141,3 +141,23 @@ async def test_idle_stream_is_restarted(cluster: EmbeddedCluster) -> None:
             assert inf.stats.lists == 1 and inf.stats.errors >= 2
             await c.create(PODS, pod("still-watching"), "default")
             await eventually(lambda: "default/still-watching" in inf.cache)
+
+
+async def test_client_side_filter_drops_and_removes(client: KubeClient) -> None:
+    await client.create(PODS, pod("listed-dropped", x="drop"), "default")
+    await client.create(PODS, pod("kept"), "default")
+
+    def keep(o: Obj) -> bool:
+        return (o["metadata"].get("labels") or {}).get("x") != "drop"
+
+    inf = Informer(client, PODS, namespace="default", keep=keep)
+    log: list[tuple[str, str]] = []
+    inf.add_handler(recorder(log))
+    async with running(inf):
+        assert inf.cache.list_keys() == ["default/kept"]
+        await client.create(PODS, pod("watched-dropped", x="drop"), "default")
+        await client.patch(PODS, "kept", {"metadata": {"labels": {"x": "drop"}}}, "default")
+        await eventually(lambda: len(inf.cache) == 0)
+        await client.create(PODS, pod("later"), "default")
+        await eventually(lambda: "default/later" in inf.cache)
+        assert log == [("add", "kept"), ("delete", "kept"), ("add", "later")]
