@@ -1,5 +1,13 @@
-"""Sandman's controller: the Kubernetes client layer, informers, leader election and the
-bulk binder (issue 5). See docs/controller.md.
+"""Sandman's controller (issue 5): binds sandbox pods in bulk and keeps the fleet clean.
 
-Everything that talks to the API server goes through :mod:`controller.kube`.
+- :mod:`controller.kube` — the one Kubernetes client (kr8s credentials, aiohttp transport);
+- :mod:`controller.informer`, :mod:`controller.cache` — list/watch caches;
+- :mod:`controller.view` — informers feeding the placement engine (:mod:`scheduler`);
+- :mod:`controller.binder` — batched plans and concurrent binds;
+- :mod:`controller.replace` — sandboxes rejected by the kubelet before running, placed again;
+- :mod:`controller.gc`, :mod:`controller.owners` — garbage collection;
+- :mod:`controller.leader` — Lease leader election;
+- :mod:`controller.app`, ``python -m controller`` — the process, health and metrics.
+
+See docs/controller.md.
 """
