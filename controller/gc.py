@@ -40,7 +40,9 @@ _TERMINAL = ("Succeeded", "Failed")
 
 @dataclass(frozen=True, slots=True)
 class GCSettings:
-    interval_s: float = 1.0
+    #: Seconds between scans. A scan walks every cached pod (~50 ms at 12,000 pods in a
+    #: profile), so scanning every second would cost a steady ~5% of a core for nothing.
+    interval_s: float = 5.0
     terminal_retention_s: float = 60.0
     pending_deadline_s: float = 600.0
     node_gone_grace_s: float = 30.0
