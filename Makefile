@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 APT_PACKAGES := bubblewrap busybox-static binutils
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster simcluster clean
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst simcluster clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman demo
@@ -61,6 +61,12 @@ simcluster: system-deps $(STAMP)
 
 bench-simcluster: $(STAMP)
 	$(BIN)/python -m simcluster.bench --repeat 5 --json
+
+bench-controller: $(STAMP)
+	$(BIN)/python -m controller.bench
+
+bench-controller-burst: $(STAMP)
+	$(BIN)/python -m controller.bench_burst
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info

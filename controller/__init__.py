@@ -1,5 +1,13 @@
-"""Sandman's controller: informers, the bulk binder, leader election and garbage collection.
+"""Sandman's controller (issue 5): binds sandbox pods in bulk and keeps the fleet clean.
 
-Not built yet (issue 5). Nothing here pretends to work: the package exists so the folder
-layout and the import-linter contracts are in place from the start.
+- :mod:`controller.kube` — the one Kubernetes client (kr8s credentials, aiohttp transport);
+- :mod:`controller.informer`, :mod:`controller.cache` — list/watch caches;
+- :mod:`controller.view` — informers feeding the placement engine (:mod:`scheduler`);
+- :mod:`controller.binder` — batched plans and concurrent binds;
+- :mod:`controller.replace` — sandboxes rejected by the kubelet before running, placed again;
+- :mod:`controller.gc`, :mod:`controller.owners` — garbage collection;
+- :mod:`controller.leader` — Lease leader election;
+- :mod:`controller.app`, ``python -m controller`` — the process, health and metrics.
+
+See docs/controller.md.
 """

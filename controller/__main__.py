@@ -1,0 +1,119 @@
+"""``python -m controller``: run the Sandman controller (see docs/controller.md).
+
+Logs progress every ``--progress-interval`` seconds; SIGTERM/SIGINT release the leader lease
+and exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from controller.app import Controller, ControllerSettings, default_identity
+from controller.binder import BinderSettings
+from controller.gc import GCSettings
+from controller.kube import ClientSettings
+from controller.leader import ElectionSettings
+from controller.view import ViewSettings
+from scheduler import SchedulerSettings
+
+__all__ = ["main", "parse_settings"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m controller", description=__doc__)
+    p.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, in-cluster)")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--scheduler-name", default="sandman")
+    p.add_argument("--namespace", help="bind sandboxes of this namespace only (default: all)")
+    p.add_argument("--qps", type=float, default=200.0, help="client-side API requests/s")
+    p.add_argument("--burst", type=int, default=400)
+    p.add_argument("--bind-workers", type=int, default=128)
+    p.add_argument("--max-starting-per-node", type=int, default=20)
+    p.add_argument("--terminal-retention", type=float, default=60.0, help="seconds")
+    p.add_argument("--pending-deadline", type=float, default=600.0, help="seconds")
+    p.add_argument("--gc-qps", type=float, default=20.0)
+    p.add_argument("--no-leader-elect", action="store_true", help="always lead (one replica)")
+    p.add_argument("--lease-name", default="sandman-controller")
+    p.add_argument("--lease-namespace", default="sandman-system")
+    p.add_argument("--identity", default="", help="default: hostname_pid")
+    p.add_argument("--lease-duration", type=float, default=15.0)
+    p.add_argument("--renew-deadline", type=float, default=10.0)
+    p.add_argument("--retry-period", type=float, default=2.0)
+    # All interfaces: the kubelet's probes and Prometheus come from outside the pod.
+    p.add_argument("--health-host", default="0.0.0.0")
+    p.add_argument("--health-port", type=int, default=8080, help="0: any free port")
+    p.add_argument("--progress-interval", type=float, default=10.0)
+    p.add_argument(
+        "--unbound-client-side",
+        action="store_true",
+        help="watch all sandboxes and drop bound ones locally, for API servers that cannot "
+        "filter spec.nodeName= (simcluster today)",
+    )
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def parse_settings(argv: list[str] | None = None) -> tuple[ControllerSettings, str]:
+    a = _parser().parse_args(argv)
+    election = None
+    if not a.no_leader_elect:
+        election = ElectionSettings(
+            name=a.lease_name,
+            namespace=a.lease_namespace,
+            identity=a.identity or default_identity(),
+            lease_duration_s=a.lease_duration,
+            renew_deadline_s=a.renew_deadline,
+            retry_period_s=a.retry_period,
+        )
+    settings = ControllerSettings(
+        kubeconfig=a.kubeconfig,
+        context=a.context,
+        client=ClientSettings(qps=a.qps, burst=a.burst),
+        view=ViewSettings(
+            scheduler_name=a.scheduler_name,
+            namespace=a.namespace,
+            server_side_unbound=not a.unbound_client_side,
+        ),
+        binder=BinderSettings(bind_workers=a.bind_workers),
+        scheduler=SchedulerSettings(max_starting_per_node=a.max_starting_per_node),
+        gc=GCSettings(
+            terminal_retention_s=a.terminal_retention,
+            pending_deadline_s=a.pending_deadline,
+            qps=a.gc_qps,
+            burst=max(1, int(a.gc_qps)),
+        ),
+        election=election,
+        health_host=a.health_host,
+        health_port=a.health_port,
+        progress_interval_s=a.progress_interval,
+    )
+    return settings, a.log_level
+
+
+async def _run(settings: ControllerSettings) -> None:
+    controller = Controller(settings)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, controller.stop)
+    await controller.run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings, level = parse_settings(argv)
+    logging.basicConfig(
+        level=level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    asyncio.run(_run(settings))
+    logging.getLogger("controller").info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The controller process: client, cluster view, leader election, binder, garbage
+collector, health, metrics.
+
+Every replica runs the cluster view (warm caches, an exact capacity model); only the
+leader binds. Losing the lease stops the binder at once (its reservations are dropped) and
+the replica goes back to being a standby with its caches intact.
+
+HTTP (``health_port``): ``/healthz`` — the event loop answers; ``/readyz`` — caches synced
+and leadership known (we are the leader, or we have read who is); ``/metrics`` —
+Prometheus text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from controller.binder import Binder, BinderSettings
+from controller.gc import GarbageCollector, GCSettings
+from controller.kube import ClientSettings, KubeClient
+from controller.leader import ElectionSettings, LeaderElector
+from controller.metrics import ControllerMetrics
+from controller.replace import Replacer, ReplacerSettings
+from controller.view import ClusterView, ViewSettings
+from scheduler import Scheduler, SchedulerSettings
+
+__all__ = ["Controller", "ControllerSettings", "default_identity"]
+
+log = logging.getLogger("controller")
+
+
+def default_identity() -> str:
+    """Pod name (the hostname in Kubernetes) plus the pid: unique per process."""
+    return f"{socket.gethostname()}_{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerSettings:
+    kubeconfig: str | None = None
+    context: str | None = None
+    client: ClientSettings = field(default_factory=ClientSettings)
+    view: ViewSettings = field(default_factory=ViewSettings)
+    binder: BinderSettings = field(default_factory=BinderSettings)
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    gc: GCSettings = field(default_factory=GCSettings)
+    replacer: ReplacerSettings = field(default_factory=ReplacerSettings)
+    #: None: no election, this process always leads (one replica, tests).
+    election: ElectionSettings | None = None
+    health_host: str = "127.0.0.1"
+    health_port: int = 8080  # 0: any free port (see Controller.health_url)
+    progress_interval_s: float = 10.0
+
+
+class Controller:
+    def __init__(self, settings: ControllerSettings) -> None:
+        self.settings = settings
+        self.metrics = ControllerMetrics()
+        self.health_url = ""
+        self.client: KubeClient | None = None
+        self.view: ClusterView | None = None
+        self.binder: Binder | None = None
+        self.elector: LeaderElector | None = None
+        self.gc: GarbageCollector | None = None
+        self.replacer: Replacer | None = None
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        """Clean shutdown: release the lease, stop binding, return from :meth:`run`."""
+        self._stopping.set()
+        if self.elector is not None:
+            self.elector.stop()
+
+    def ready(self) -> bool:
+        if self.view is None or not self.view.synced():
+            return False
+        return self.elector is None or self.elector.known.is_set()
+
+    async def run(self) -> None:
+        s = self.settings
+        async with await KubeClient.connect(
+            s.client,
+            kubeconfig=s.kubeconfig,
+            context=s.context,
+            observer=self.metrics.observe_request,
+        ) as client:
+            self.client = client
+            self.view = ClusterView(client, Scheduler(s.scheduler), s.view)
+            self.binder = Binder(client, self.view, s.binder, self.metrics)
+            self.binder.attach()
+            self.gc = GarbageCollector(client, self.view, s.gc, self.metrics)
+            self.replacer = Replacer(client, self.view, s.replacer, self.metrics)
+            self.replacer.attach()
+            if s.election is not None:
+                # Its own token bucket: renewals must not queue behind a burst of binds.
+                self.elector = LeaderElector(client.with_rate_limit(0, 1), s.election)
+            runner = await self._serve_health()
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    tasks = [
+                        tg.create_task(self.view.run()),
+                        tg.create_task(self._progress()),
+                        tg.create_task(self._lead_loop()),
+                    ]
+                    await self._stopping.wait()
+                    await asyncio.wait(
+                        [tasks[2]], timeout=s.election.renew_deadline_s if s.election else 1
+                    )
+                    for t in tasks:
+                        t.cancel()
+            finally:
+                await runner.cleanup()
+
+    async def _lead(self) -> None:
+        assert self.binder is not None and self.gc is not None and self.replacer is not None
+        self.metrics.leader.set(1)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.binder.run())
+                tg.create_task(self.gc.run())
+                tg.create_task(self.replacer.run())
+        finally:
+            self.metrics.leader.set(0)
+
+    async def _lead_loop(self) -> None:
+        if self.elector is None:
+            await self._lead()
+            return
+        while not self._stopping.is_set():
+            led = await self.elector.run(self._lead)
+            if led and not self._stopping.is_set():
+                log.warning("lost leadership; continuing as a standby")
+
+    async def _progress(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.progress_interval_s)
+            assert self.binder is not None
+            c = self.binder.counts()
+            bound = self.metrics.binds.labels("bound")._value.get()
+            role = "leader" if self.binder.leading else "standby"
+            log.info(
+                "%s: pending %d (queued %d, binding %d, unschedulable %d, retrying %d), bound %d",
+                role,
+                c["pending"],
+                c["queued"],
+                c["inflight"],
+                c["parked"],
+                c["retrying"],
+                bound,
+            )
+
+    # --- health -------------------------------------------------------------------------
+    async def _serve_health(self) -> web.AppRunner:
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.settings.health_host, self.settings.health_port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        host, port = server.sockets[0].getsockname()[:2]  # type: ignore[attr-defined]
+        self.health_url = f"http://{host}:{port}"
+        log.info("serving /healthz, /readyz and /metrics on %s", self.health_url)
+        return runner
+
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _readyz(self, _request: web.Request) -> web.Response:
+        if self.ready():
+            return web.Response(text="ok")
+        return web.Response(status=503, text="caches not synced or leadership unknown")
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), content_type="text/plain")

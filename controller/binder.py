@@ -1,0 +1,343 @@
+"""The bulk binder: pending sandboxes -> a plan -> concurrent ``pods/binding`` POSTs.
+
+Why batches: kube-scheduler places one pod per cycle; a training step creates thousands of
+identical sandboxes within seconds. The binder gathers pending pods for a few milliseconds
+(or until a batch is full), asks the placement engine for one plan, and hands the
+assignments to a pool of bind workers. Planning the next batch never waits for binds: the
+plan reserves capacity in the scheduler's assumed ledger, so in-flight binds are already
+accounted for.
+
+Per bind outcome (the client already retried 429 and 5xx, binds being safe to repeat):
+
+- 201: done; the bound-pod watch event confirms the reservation.
+- 409: the pod is bound already (our earlier attempt whose answer was lost, or someone
+  else) or its uid changed: keep the reservation and let the watch confirm it or the ledger
+  expire it — never free capacity that may be taken.
+- 404: the pod is gone: forget the reservation.
+- anything else: forget, and retry the pod after an exponential backoff.
+
+Unschedulable pods get one ``FailedScheduling`` Event (the only other write, off the hot
+path) and are parked until the cluster view reports that capacity may have appeared; parked
+pods are then re-planned at most once per ``retry_unschedulable_s`` — never hot-looped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from controller.cache import Obj
+from controller.informer import Handlers
+from controller.kube import EVENTS, Conflict, KubeClient, KubeError, NotFound
+from controller.metrics import ControllerMetrics
+from controller.view import ClusterView
+from scheduler import Assignment, Scheduler, Unschedulable
+
+__all__ = ["Binder", "BinderSettings"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BinderSettings:
+    #: Plan as soon as this many pods are pending...
+    batch_size: int = 1000
+    #: ...or this long after the first one arrived.
+    batch_wait_s: float = 0.005
+    #: Bind requests in flight at once (the client's token bucket still applies).
+    bind_workers: int = 128
+    #: Re-plan parked unschedulable pods at most this often (when capacity may have appeared).
+    retry_unschedulable_s: float = 1.0
+    #: Backoff of a pod whose bind failed for another reason.
+    retry_base_s: float = 0.5
+    retry_cap_s: float = 30.0
+    #: How often reservations past the scheduler's ``assume_ttl_s`` are released.
+    expire_interval_s: float = 1.0
+    #: Who is named as the source of Events.
+    component: str = "sandman-controller"
+    record_events: bool = True
+
+
+class Binder:
+    """Call :meth:`attach` once (standbys too); :meth:`run` while leading."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        view: ClusterView,
+        settings: BinderSettings | None = None,
+        metrics: ControllerMetrics | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.view = view
+        self.scheduler: Scheduler = view.scheduler
+        self.settings = settings or BinderSettings()
+        self.metrics = metrics or ControllerMetrics()
+        self._clock = clock
+        self._pending: dict[str, Obj] = {}  # uid -> pod, every pending sandbox
+        self._queue: dict[str, None] = {}  # uids to plan, FIFO
+        self._inflight: set[str] = set()
+        self._parked: set[str] = set()
+        self._reported: set[str] = set()  # uids with a FailedScheduling Event
+        self._failures: dict[str, int] = {}
+        self._retry_handles: set[asyncio.TimerHandle] = set()
+        self._wakeup = asyncio.Event()
+        self._capacity_hint = asyncio.Event()
+        self._binds: asyncio.Queue[Assignment] = asyncio.Queue()
+        self._events: asyncio.Queue[Unschedulable] = asyncio.Queue()
+        self.leading = False
+
+    # --- cluster view -------------------------------------------------------------------
+    def attach(self) -> None:
+        self.view.pending.add_handler(
+            Handlers(add=self._pod_pending, update=self._pod_changed, delete=self._pod_gone)
+        )
+        self.view.bound.add_handler(Handlers(add=self._pod_bound, update=self._pod_progress))
+        self.view.on_capacity(self._capacity_hint.set)
+
+    def _pod_pending(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        if meta.get("deletionTimestamp") or (pod.get("spec") or {}).get("nodeName"):
+            self._pod_gone(pod)
+            return
+        self._pending[uid] = pod
+        if uid not in self._inflight and uid not in self._parked and uid not in self._failures:
+            self._enqueue(uid)
+
+    def _pod_changed(self, _old: Obj, new: Obj) -> None:
+        self._pod_pending(new)
+
+    def _pod_gone(self, pod: Obj) -> None:
+        uid = pod["metadata"]["uid"]
+        self._pending.pop(uid, None)
+        self._queue.pop(uid, None)
+        self._parked.discard(uid)
+        self._reported.discard(uid)
+        self._failures.pop(uid, None)
+        self.metrics.pending.set(len(self._pending))
+
+    def _enqueue(self, uid: str) -> None:
+        if uid in self._pending:
+            self._queue[uid] = None
+            self._wakeup.set()
+        self.metrics.pending.set(len(self._pending))
+
+    def _pod_bound(self, pod: Obj) -> None:
+        spec = pod.get("spec") or {}
+        if spec.get("schedulerName") != self.view.settings.scheduler_name:
+            return
+        created = _timestamp(pod["metadata"].get("creationTimestamp"))
+        scheduled = _condition_time(pod, "PodScheduled")
+        if created is not None and scheduled is not None:
+            self.metrics.create_to_bound.observe(max(0.0, scheduled - created))
+
+    def _pod_progress(self, old: Obj, new: Obj) -> None:
+        if (new.get("spec") or {}).get("schedulerName") != self.view.settings.scheduler_name:
+            return
+        if _condition_time(old, "Ready", only_true=True) is not None:
+            return
+        ready = _condition_time(new, "Ready", only_true=True)
+        scheduled = _condition_time(new, "PodScheduled")
+        if ready is not None and scheduled is not None:
+            self.metrics.bound_to_ready.observe(max(0.0, ready - scheduled))
+
+    # --- leading ------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Plan and bind until cancelled. Waits for the view's caches first."""
+        await self.view.wait_synced()
+        self.leading = True
+        for uid in self._pending:
+            if uid not in self._inflight:
+                self._enqueue(uid)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(self.settings.bind_workers):
+                    tg.create_task(self._bind_worker())
+                if self.settings.record_events:
+                    tg.create_task(self._event_worker())
+                tg.create_task(self._expire_loop())
+                tg.create_task(self._unpark_loop())
+                await self._plan_loop()
+        finally:
+            self._stop()
+
+    def _stop(self) -> None:
+        """Leadership ended: drop our reservations and timers; the next leader starts over."""
+        self.leading = False
+        for handle in self._retry_handles:
+            handle.cancel()
+        self._retry_handles.clear()
+        self.scheduler.expire(float("inf"))
+        self._inflight.clear()
+        self._failures.clear()
+        while not self._binds.empty():
+            self._binds.get_nowait()
+
+    async def _plan_loop(self) -> None:
+        s = self.settings
+        while True:
+            await self._wakeup.wait()
+            if len(self._queue) < s.batch_size:
+                await asyncio.sleep(s.batch_wait_s)
+            self._wakeup.clear()
+            batch = list(self._queue)[: s.batch_size]
+            for uid in batch:
+                del self._queue[uid]
+            if len(self._queue):
+                self._wakeup.set()
+            self.plan(batch)
+
+    def plan(self, uids: list[str]) -> None:
+        """Plan the pending pods ``uids`` and queue their binds (synchronous, no I/O)."""
+        pods = [self._pending[u] for u in uids if u in self._pending and u not in self._inflight]
+        if not pods:
+            return
+        start = time.perf_counter()
+        plan = self.scheduler.plan(pods, self._clock())
+        self.metrics.plan_duration.observe(time.perf_counter() - start)
+        self.metrics.batch_size.observe(len(pods))
+        for a in plan.assignments:
+            self._inflight.add(a.uid)
+            self._parked.discard(a.uid)
+            self._binds.put_nowait(a)
+        for u in plan.unschedulable:
+            self._park(u)
+        for uid in plan.deferred:
+            self._parked.add(uid)
+        self.metrics.unschedulable.set(len(self._parked))
+
+    def _park(self, u: Unschedulable) -> None:
+        self._parked.add(u.uid)
+        if u.uid not in self._reported and self.settings.record_events:
+            self._reported.add(u.uid)
+            self._events.put_nowait(u)
+
+    # --- binding ------------------------------------------------------------------------
+    async def _bind_worker(self) -> None:
+        while True:
+            a = await self._binds.get()
+            try:
+                await self._bind(a)
+            finally:
+                self._inflight.discard(a.uid)
+
+    async def _bind(self, a: Assignment) -> None:
+        try:
+            await self.client.bind(a.namespace, a.name, a.uid, a.node)
+        except Conflict:
+            self.metrics.binds.labels("conflict").inc()  # bound already: the watch confirms
+            self._failures.pop(a.uid, None)
+        except NotFound:
+            self.metrics.binds.labels("gone").inc()
+            self.scheduler.forget(a.uid)
+            self._pending.pop(a.uid, None)
+        except KubeError as e:
+            self.metrics.binds.labels("error").inc()
+            self.scheduler.forget(a.uid)
+            self._retry_later(a.uid, e)
+        else:
+            self.metrics.binds.labels("bound").inc()
+            self._failures.pop(a.uid, None)
+
+    def _retry_later(self, uid: str, error: KubeError) -> None:
+        n = self._failures.get(uid, 0) + 1
+        self._failures[uid] = n
+        s = self.settings
+        delay = min(s.retry_cap_s, s.retry_base_s * 2 ** (n - 1)) * (0.5 + random.random() / 2)
+        log.warning("bind of %s failed (%s); retry %d in %.1fs", uid, error, n, delay)
+        loop = asyncio.get_running_loop()
+        handle: asyncio.TimerHandle | None = None
+
+        def fire() -> None:
+            if handle is not None:
+                self._retry_handles.discard(handle)
+            self._enqueue(uid)
+
+        handle = loop.call_later(delay, fire)
+        self._retry_handles.add(handle)
+
+    # --- housekeeping -------------------------------------------------------------------
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.expire_interval_s)
+            for uid in self.scheduler.expire(self._clock()):
+                if uid in self._pending and uid not in self._inflight:
+                    self._enqueue(uid)
+
+    async def _unpark_loop(self) -> None:
+        while True:
+            await self._capacity_hint.wait()
+            self._capacity_hint.clear()
+            if self._parked:
+                parked, self._parked = self._parked, set()
+                for uid in parked:
+                    self._enqueue(uid)
+            await asyncio.sleep(self.settings.retry_unschedulable_s)
+
+    async def _event_worker(self) -> None:
+        while True:
+            u = await self._events.get()
+            if u.uid not in self._pending:
+                continue
+            try:
+                await self.client.create(EVENTS, self._event(u), u.namespace)
+                self.metrics.events.labels("FailedScheduling").inc()
+            except KubeError as e:
+                log.info("could not record FailedScheduling for %s/%s: %s", u.namespace, u.name, e)
+
+    def _event(self, u: Unschedulable) -> Obj:
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{u.name}.", "namespace": u.namespace},
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": u.namespace,
+                "name": u.name,
+                "uid": u.uid,
+            },
+            "reason": "FailedScheduling",
+            "message": u.message,
+            "type": "Warning",
+            "source": {"component": self.settings.component},
+            "reportingComponent": self.settings.component,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+
+    # --- introspection (tests, /readyz) -------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        return {
+            "pending": len(self._pending),
+            "queued": len(self._queue),
+            "inflight": len(self._inflight),
+            "parked": len(self._parked),
+            "retrying": len(self._failures),
+        }
+
+
+def _timestamp(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _condition_time(pod: Obj, kind: str, *, only_true: bool = False) -> float | None:
+    for c in (pod.get("status") or {}).get("conditions") or ():
+        if c.get("type") == kind and (not only_true or c.get("status") == "True"):
+            return _timestamp(c.get("lastTransitionTime"))
+    return None

@@ -1,0 +1,205 @@
+"""Garbage collection of sandbox pods: the controller's other job (first part).
+
+Trainers crash, pods fail, nodes die; nothing may leak. While leading, the collector scans
+the informer caches (no API reads) every ``interval_s`` and deletes sandbox pods
+(``schedulerName: sandman``) for one of these reasons, each counted in
+``sandman_gc_deletions_total{reason}`` and reported with an Event on the pod:
+
+| reason | when |
+|---|---|
+| ``expired`` | the ``expires_annotation`` (RFC 3339 time) has passed |
+| ``terminal`` | Succeeded (e.g. the daemon's idle exit) or Failed, for ``terminal_retention_s`` |
+| ``pending-timeout`` | not bound ``pending_deadline_s`` after creation |
+| ``node-gone`` | bound to a node that has not existed for ``node_gone_grace_s`` (force delete) |
+| ``owner-expired`` | the owner's Lease expired (:mod:`controller.owners`): deletecollection |
+
+Deletes carry the pod's uid as precondition (a recreated pod of the same name is never hit)
+and go through a token bucket of their own (``qps``), so cleanup never starves binding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from controller.cache import Obj
+from controller.kube import EVENTS, PODS, KubeClient, KubeError, NotFound
+from controller.metrics import ControllerMetrics
+from controller.owners import OwnerLeases
+from controller.view import ClusterView
+
+__all__ = ["GCSettings", "GarbageCollector"]
+
+log = logging.getLogger(__name__)
+_TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class GCSettings:
+    #: Seconds between scans. A scan walks every cached pod (~50 ms at 4,000 pods under a
+    #: profiler), so scanning every second would cost a steady few % of a core for nothing.
+    interval_s: float = 5.0
+    terminal_retention_s: float = 60.0
+    pending_deadline_s: float = 600.0
+    node_gone_grace_s: float = 30.0
+    expires_annotation: str = "sandman.io/expires-at"
+    #: Deletes (and their Events) per second, from a token bucket of their own.
+    qps: float = 20.0
+    burst: int = 20
+    component: str = "sandman-controller"
+
+
+def _time(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class GarbageCollector:
+    def __init__(
+        self,
+        client: KubeClient,
+        view: ClusterView,
+        settings: GCSettings | None = None,
+        metrics: ControllerMetrics | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = s = settings or GCSettings()
+        self.client = client.with_rate_limit(s.qps, s.burst)
+        self.view = view
+        self.metrics = metrics or ControllerMetrics()
+        self._clock, self._wall = clock, wall
+        self.owners = OwnerLeases(view, clock=clock)
+        self._first_seen: dict[tuple[str, str], float] = {}  # (reason key, uid/node) -> t
+        self._deleting: set[str] = set()
+
+    async def run(self) -> None:
+        await self.view.wait_synced()
+        while True:
+            for lease, owner in self.owners.expired():
+                await self._collect_owner(lease, owner)
+            for pod, reason in list(self.candidates()):
+                await self._delete(pod, reason)
+            await asyncio.sleep(self.settings.interval_s)
+
+    async def _collect_owner(self, lease: Obj, owner: str) -> None:
+        try:
+            n = await self.owners.collect(self.client, lease, owner)
+        except KubeError as e:
+            log.warning("gc: deleting the sandboxes of owner %s failed: %s", owner, e)
+            return
+        self.metrics.gc_deletions.labels("owner-expired").inc(n)
+        log.info("gc: owner %s's lease expired: deleted %d sandboxes", owner, n)
+        await self._event(lease, "owner-expired", f"{n} sandboxes of owner {owner}")
+
+    # --- what to delete -----------------------------------------------------------------
+    def _ours(self, pod: Obj) -> bool:
+        spec = pod.get("spec") or {}
+        return spec.get("schedulerName") == self.view.settings.scheduler_name and not (
+            pod["metadata"].get("deletionTimestamp")
+        )
+
+    def _since(self, key: tuple[str, str], now: float) -> float:
+        return now - self._first_seen.setdefault(key, now)
+
+    def candidates(self) -> Iterator[tuple[Obj, str]]:
+        """(pod, reason) for every sandbox pod due for deletion now."""
+        s, now, wall = self.settings, self._clock(), self._wall()
+        seen: set[tuple[str, str]] = set()
+        present: set[str] = set()
+        nodes = self.view.nodes.cache
+        for pod in self.view.bound.cache:
+            uid = pod["metadata"]["uid"]
+            present.add(uid)
+            if not self._ours(pod) or uid in self._deleting:
+                continue
+            reason = self._expired(pod, wall)
+            if reason is None and (pod.get("status") or {}).get("phase") in _TERMINAL:
+                key = ("terminal", uid)
+                seen.add(key)
+                if self._since(key, now) >= s.terminal_retention_s:
+                    reason = "terminal"
+            node = pod["spec"].get("nodeName", "")
+            if reason is None and node not in nodes:
+                key = ("node-gone", uid)
+                seen.add(key)
+                if self._since(key, now) >= s.node_gone_grace_s:
+                    reason = "node-gone"
+            if reason is not None:
+                yield pod, reason
+        for pod in self.view.pending.cache:
+            present.add(pod["metadata"]["uid"])
+            if not self._ours(pod) or (pod.get("spec") or {}).get("nodeName"):
+                continue
+            if pod["metadata"]["uid"] in self._deleting:
+                continue
+            reason = self._expired(pod, wall)
+            created = _time(pod["metadata"].get("creationTimestamp"))
+            if reason is None and created is not None and wall - created >= s.pending_deadline_s:
+                reason = "pending-timeout"
+            if reason is not None:
+                yield pod, reason
+        for key in [k for k in self._first_seen if k not in seen]:
+            del self._first_seen[key]  # the condition went away (pod gone, node back)
+        self._deleting &= present  # deleted pods have left the caches
+
+    def _expired(self, pod: Obj, wall: float) -> str | None:
+        annotations = pod["metadata"].get("annotations") or {}
+        at = _time(annotations.get(self.settings.expires_annotation))
+        return "expired" if at is not None and at <= wall else None
+
+    # --- deleting -----------------------------------------------------------------------
+    async def _delete(self, pod: Obj, reason: str) -> None:
+        meta = pod["metadata"]
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        grace = 0 if reason == "node-gone" else None  # no kubelet will confirm the stop
+        self._deleting.add(uid)
+        try:
+            await self.client.delete(PODS, name, ns, uid=uid, grace_period_s=grace)
+        except NotFound:
+            return
+        except KubeError as e:
+            self._deleting.discard(uid)  # try again next round
+            log.warning("gc: deleting %s/%s (%s) failed: %s", ns, name, reason, e)
+            return
+        self.metrics.gc_deletions.labels(reason).inc()
+        log.info("gc: deleted %s/%s (%s)", ns, name, reason)
+        await self._event(pod, reason)
+
+    async def _event(self, obj: Obj, reason: str, what: str = "") -> None:
+        meta = obj["metadata"]
+        kind = obj.get("kind") or "Pod"
+        message = f"deleted by the sandbox garbage collector: {reason}"
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion") or "v1",
+                "kind": kind,
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "uid": meta["uid"],
+            },
+            "reason": "SandboxDeleted",
+            "message": f"{message} ({what})" if what else message,
+            "type": "Normal",
+            "source": {"component": self.settings.component},
+            "reportingComponent": self.settings.component,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self.client.create(EVENTS, event, meta["namespace"])
+            self.metrics.events.labels("SandboxDeleted").inc()
+        except KubeError as e:
+            log.info("gc: could not record an Event for %s: %s", meta["name"], e)

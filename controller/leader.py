@@ -1,0 +1,245 @@
+"""Lease-based leader election (coordination.k8s.io/v1), client-go's algorithm and defaults.
+
+Why: one controller binds at a time (two binders would race for the same capacity), but
+standbys must keep warm caches and take over within seconds. The algorithm is client-go's
+``leaderelection`` package, so its guarantees carry over:
+
+- **try acquire or renew**: read the Lease. If another holder's record is still *valid* —
+  judged by when *we* last saw the record change (``observed_at``) plus its
+  ``leaseDurationSeconds``, on our own monotonic clock, never by comparing wall clocks —
+  give up for now. Otherwise write ourselves in with optimistic concurrency
+  (``resourceVersion``): if two candidates race, one gets 409 and stays a standby.
+  Leader transitions count up when the holder changes; ``acquireTime`` is kept on renew.
+- **acquire**: try every ``retry_period`` (with client-go's 1.2 jitter) until it works.
+- **renew**: every ``retry_period``. If no renewal has succeeded for ``renew_deadline``, stop
+  leading at once. ``renew_deadline < lease_duration``, so a leader that cannot reach the
+  API server stops acting before any standby can consider the lease expired.
+- **release** on a clean stop: write an empty holder with a 1 s duration so a standby takes
+  over without waiting out the lease.
+
+Defaults are client-go's (15 s lease, 10 s renew deadline, 2 s retry); tests shrink them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import random
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from controller.kube import LEASES, Conflict, KubeClient, KubeError, NotFound
+
+__all__ = ["ElectionSettings", "LeaderElector"]
+
+log = logging.getLogger(__name__)
+JITTER = 1.2  # client-go's JitterFactor
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionSettings:
+    name: str = "sandman-controller"
+    namespace: str = "sandman-system"
+    identity: str = ""  # required: unique per process (pod name + random suffix)
+    lease_duration_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_period_s: float = 2.0
+    release_on_cancel: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.identity:
+            raise ValueError("identity must be set (unique per candidate)")
+        if self.lease_duration_s <= self.renew_deadline_s:
+            raise ValueError("lease_duration_s must be greater than renew_deadline_s")
+        if self.renew_deadline_s <= JITTER * self.retry_period_s:
+            raise ValueError("renew_deadline_s must be greater than retry_period_s * 1.2")
+        if self.retry_period_s <= 0:
+            raise ValueError("retry_period_s must be > 0")
+
+
+def _micro_time(now: dt.datetime) -> str:
+    """metav1.MicroTime: RFC 3339 with microseconds."""
+    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """``await elector.run(lead)``: wait to be leader, run ``lead()`` while leading, return
+    when leadership is lost (``lead`` is cancelled first), ``lead`` returns, or on
+    :meth:`stop`. Callers that lose leadership should start over with fresh state."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        settings: ElectionSettings,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self._clock = clock
+        self._observed: dict[str, Any] | None = None  # the Lease as last read/written
+        self._observed_spec: dict[str, Any] = {}
+        self._observed_at = 0.0
+        self.leading = asyncio.Event()
+        #: Set once an attempt has read or written the Lease: we know who leads.
+        self.known = asyncio.Event()
+        self._stopping = asyncio.Event()
+
+    # --- observation ----------------------------------------------------------------------
+    @property
+    def leader(self) -> str:
+        """The holder we last observed ("" if none)."""
+        return str(self._observed_spec.get("holderIdentity") or "")
+
+    def is_leader(self) -> bool:
+        return self.leader == self.settings.identity
+
+    def _observe(self, lease: dict[str, Any]) -> None:
+        self.known.set()
+        spec = dict(lease.get("spec") or {})
+        if spec != self._observed_spec:
+            self._observed_spec = spec
+            self._observed_at = self._clock()
+        self._observed = lease
+
+    def _lease_valid(self, now: float) -> bool:
+        duration = float(self._observed_spec.get("leaseDurationSeconds") or 0)
+        return self._observed_at + duration > now
+
+    # --- one attempt ----------------------------------------------------------------------
+    async def try_acquire_or_renew(self) -> bool:
+        s = self.settings
+        wall = _micro_time(dt.datetime.now(dt.UTC))
+        record = {
+            "holderIdentity": s.identity,
+            "leaseDurationSeconds": max(1, round(s.lease_duration_s)),
+            "acquireTime": wall,
+            "renewTime": wall,
+            "leaseTransitions": 0,
+        }
+        try:
+            lease = await self.client.get(LEASES, s.name, s.namespace)
+        except NotFound:
+            body = {"metadata": {"name": s.name, "namespace": s.namespace}, "spec": record}
+            try:
+                created = await self.client.create(LEASES, body, s.namespace)
+            except KubeError as e:
+                log.info("lease %s/%s: create failed: %s", s.namespace, s.name, e)
+                return False
+            self._observe(created)
+            return True
+        except KubeError as e:
+            log.info("lease %s/%s: get failed: %s", s.namespace, s.name, e)
+            return False
+        self._observe(lease)
+        old = self._observed_spec
+        if old.get("holderIdentity") and self._lease_valid(self._clock()) and not self.is_leader():
+            log.debug("%s: lease held by %s", s.identity, old.get("holderIdentity"))
+            return False
+        if self.is_leader():
+            record["acquireTime"] = old.get("acquireTime") or wall
+            record["leaseTransitions"] = int(old.get("leaseTransitions") or 0)
+        else:
+            record["leaseTransitions"] = int(old.get("leaseTransitions") or 0) + 1
+        return await self._write(lease, record)
+
+    async def _write(self, lease: dict[str, Any], spec: dict[str, Any]) -> bool:
+        s = self.settings
+        body = {**lease, "spec": spec}
+        try:
+            updated = await self.client.replace(LEASES, s.name, body, s.namespace)
+        except Conflict:
+            return False  # someone else wrote first: re-read next round
+        except KubeError as e:
+            log.info("lease %s/%s: update failed: %s", s.namespace, s.name, e)
+            return False
+        self._observe(updated)
+        return True
+
+    # --- loops ----------------------------------------------------------------------------
+    async def acquire(self) -> None:
+        """Return once we hold the lease."""
+        s = self.settings
+        while True:
+            if await self._bounded_try(s.renew_deadline_s):
+                log.info("%s: became leader of %s/%s", s.identity, s.namespace, s.name)
+                return
+            await asyncio.sleep(s.retry_period_s * (1 + random.random() * (JITTER - 1)))
+
+    async def _bounded_try(self, seconds: float) -> bool:
+        try:
+            async with asyncio.timeout(seconds):
+                return await self.try_acquire_or_renew()
+        except TimeoutError:
+            log.info("%s: lease attempt timed out after %.1fs", self.settings.identity, seconds)
+            return False
+
+    async def renew(self) -> None:
+        """Renew until a renewal has not succeeded for ``renew_deadline``; then return."""
+        s = self.settings
+        last_ok = self._clock()
+        while True:
+            await asyncio.sleep(s.retry_period_s)
+            remaining = last_ok + s.renew_deadline_s - self._clock()
+            if remaining > 0 and await self._bounded_try(remaining):
+                last_ok = self._clock()
+                continue
+            if self._clock() - last_ok >= s.renew_deadline_s or not self.is_leader():
+                log.warning("%s: failed to renew lease, stopping leading", s.identity)
+                return
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to stop (leading or not) and release the lease (clean shutdown)."""
+        self._stopping.set()
+
+    async def run(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> bool:
+        """Acquire, lead until leadership is lost or :meth:`stop`; return True if we led.
+
+        Cancellation (a crash, SIGKILL) does not release: the lease then runs out."""
+        async with asyncio.TaskGroup() as tg:
+            acquiring = tg.create_task(self.acquire())
+            stopping = tg.create_task(self._stopping.wait())
+            await asyncio.wait((acquiring, stopping), return_when=asyncio.FIRST_COMPLETED)
+            acquiring.cancel()
+            if self._stopping.is_set():
+                stopping.cancel()
+                return False
+            self.leading.set()
+            try:
+                leading = tg.create_task(lead())
+                renewing = tg.create_task(self.renew())
+                await asyncio.wait(
+                    (leading, renewing, stopping), return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in (leading, renewing, stopping):
+                    task.cancel()
+            finally:
+                self.leading.clear()
+        if self.settings.release_on_cancel and self._stopping.is_set():
+            await self.release()
+        return True
+
+    async def release(self) -> None:
+        """Give the lease up, if we still hold it, so a standby need not wait it out.
+
+        Re-reads first: a renewal cancelled in flight may have landed after our last look,
+        which would make a write based on the cached record fail with 409."""
+        s = self.settings
+        if not self.is_leader():
+            return
+        try:
+            async with asyncio.timeout(s.renew_deadline_s):
+                for _ in range(3):
+                    lease = await self.client.get(LEASES, s.name, s.namespace)
+                    self._observe(lease)
+                    if not self.is_leader():
+                        return
+                    spec = {**self._observed_spec, "holderIdentity": "", "leaseDurationSeconds": 1}
+                    if await self._write(lease, spec):
+                        log.info("%s: released %s/%s", s.identity, s.namespace, s.name)
+                        return
+        except (TimeoutError, KubeError) as e:
+            log.warning("%s: could not release the lease: %s", s.identity, e)

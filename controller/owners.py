@@ -1,0 +1,78 @@
+"""Owner-lease expiry: a trainer that stops renewing its Lease loses all its sandboxes.
+
+Why a Lease: a trainer (through the SDK) holds hundreds of sandboxes; if it crashes, they
+must not wait for their TTLs. The SDK keeps a ``coordination.k8s.io/v1`` Lease labelled
+``sandman.io/owner: <owner>`` renewed for the run, and labels every sandbox of the run with
+the same ``sandman.io/owner`` value. When the Lease expires, one ``deletecollection`` by that
+label removes the owner's sandboxes in the Lease's namespace.
+
+Expiry is judged like leader election judges it: by when *this* controller last saw the
+Lease's spec change plus ``leaseDurationSeconds``, on its own monotonic clock — never by
+comparing the trainer's wall clock with ours. Every replica observes (warm after failover); a
+controller that just started waits one full duration before it can call a Lease expired. A
+Lease is collected once per resourceVersion; renewing it makes it live again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from controller.cache import Obj, object_key
+from controller.informer import Handlers
+from controller.kube import PODS, KubeClient
+from controller.view import ClusterView
+
+__all__ = ["OwnerLeases"]
+
+
+class OwnerLeases:
+    def __init__(self, view: ClusterView, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.view = view
+        self._clock = clock
+        self._observed: dict[str, tuple[Any, float]] = {}  # key -> (spec, observed at)
+        self._collected: dict[str, str] = {}  # key -> resourceVersion collected
+        view.owner_leases.add_handler(
+            Handlers(
+                add=self._observe, update=lambda _o, new: self._observe(new), delete=self._gone
+            )
+        )
+
+    def _observe(self, lease: Obj) -> None:
+        key = object_key(lease)
+        spec = lease.get("spec") or {}
+        seen = self._observed.get(key)
+        if seen is None or seen[0] != spec:
+            self._observed[key] = (spec, self._clock())
+
+    def _gone(self, lease: Obj) -> None:
+        key = object_key(lease)
+        self._observed.pop(key, None)
+        self._collected.pop(key, None)
+
+    def expired(self) -> list[tuple[Obj, str]]:
+        """(lease, owner) for every owner Lease past its duration, not yet collected."""
+        now = self._clock()
+        label = self.view.settings.owner_label
+        out = []
+        for lease in self.view.owner_leases.cache:
+            key = object_key(lease)
+            rv = lease["metadata"].get("resourceVersion", "")
+            seen = self._observed.get(key)
+            if seen is None or self._collected.get(key) == rv:
+                continue
+            spec, at = seen
+            duration = float(spec.get("leaseDurationSeconds") or 0)
+            owner = (lease["metadata"].get("labels") or {}).get(label)
+            if owner and duration > 0 and at + duration <= now:
+                out.append((lease, owner))
+        return out
+
+    async def collect(self, client: KubeClient, lease: Obj, owner: str) -> int:
+        """Delete ``owner``'s sandboxes in the Lease's namespace; return how many."""
+        label = self.view.settings.owner_label
+        ns = lease["metadata"]["namespace"]
+        result = await client.delete_collection(PODS, ns, label_selector=f"{label}={owner}")
+        self._collected[object_key(lease)] = lease["metadata"].get("resourceVersion", "")
+        return len((result or {}).get("items") or ())

@@ -1,0 +1,140 @@
+"""Garbage collection on simcluster: terminal sandboxes after their retention, expired ones,
+ones stuck Pending, and ones on a deleted node; each with a metric reason and an Event, and
+nobody else's pods touched."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import anyio
+import pytest
+from conftest import eventually, inject, pod
+from harness import controller, create_sandboxes
+from test_binder import bound, cluster_of, sandboxes
+
+from controller.gc import GCSettings
+from controller.kube import EVENTS, LEASES, NODES, PODS, KubeClient
+from simcluster.embedded import EmbeddedCluster
+
+pytestmark = pytest.mark.anyio
+
+FAST_GC = GCSettings(
+    interval_s=0.1, terminal_retention_s=0.5, pending_deadline_s=2.0, node_gone_grace_s=0.3
+)
+
+
+def deleted(ctl: object, reason: str) -> float:
+    return ctl.metrics.gc_deletions.labels(reason)._value.get()  # type: ignore[attr-defined,no-any-return]
+
+
+async def names(client: KubeClient) -> set[str]:
+    return {p["metadata"]["name"] for p in await sandboxes(client)}
+
+
+@pytest.mark.parametrize("cluster_settings", [cluster_of(2)])
+async def test_terminal_sandbox_deleted_after_retention(
+    cluster: EmbeddedCluster, client: KubeClient
+) -> None:
+    async with controller(cluster, gc=FAST_GC) as ctl:
+        await create_sandboxes(client, 3)
+        other = pod("not-ours", scheduler="default-scheduler")
+        other["spec"]["nodeName"] = "node-0"
+        await client.create(PODS, other, "default")
+        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() == 3)
+        await eventually(lambda: len(ctl.view.bound.cache) >= 3 + 2 + 1)
+        for p in ("sb-0", "not-ours"):
+            await eventually_running(client, p)
+            await inject(client, kind="evict", namespace="default", name=p)
+        await eventually(lambda: deleted(ctl, "terminal") == 1, within=5)
+        assert await names(client) == {"sb-1", "sb-2"}
+        failed = await client.get(PODS, "not-ours", "default")  # not a sandbox: kept
+        assert failed["status"]["phase"] == "Failed"
+        events = (await client.list(EVENTS, "default"))["items"]
+        assert [(e["involvedObject"]["name"], e["reason"]) for e in events] == [
+            ("sb-0", "SandboxDeleted")
+        ]
+        assert events[0]["message"].endswith(": terminal")
+
+
+async def eventually_running(client: KubeClient, name: str) -> None:
+    for _ in range(200):
+        p = await client.get(PODS, name, "default")
+        if p["status"].get("phase") == "Running":
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError(f"{name} never ran")
+
+
+@pytest.mark.parametrize("cluster_settings", [cluster_of(1, cpu="1", foreign=0.0)])
+async def test_expired_and_stuck_pending_sandboxes_deleted(
+    cluster: EmbeddedCluster, client: KubeClient
+) -> None:
+    async with controller(cluster, gc=FAST_GC) as ctl:
+        past = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        expired = pod("expired", app="sandbox")
+        expired["metadata"]["annotations"] = {FAST_GC.expires_annotation: past}
+        await client.create(PODS, expired, "default")
+        await create_sandboxes(client, 6)  # 4 fit on the 1-CPU node, 2 stay Pending
+        await eventually(lambda: deleted(ctl, "expired") == 1)
+        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() >= 4)
+        await eventually(lambda: deleted(ctl, "pending-timeout") == 2, within=6)
+        remaining = await sandboxes(client)
+        assert len(remaining) == bound(remaining) == 4
+        assert "expired" not in await names(client)
+
+
+@pytest.mark.parametrize("cluster_settings", [cluster_of(2, foreign=0.0)])
+async def test_sandboxes_on_a_deleted_node_are_removed(
+    cluster: EmbeddedCluster, client: KubeClient
+) -> None:
+    async with controller(cluster, gc=FAST_GC) as ctl:
+        await create_sandboxes(client, 30)
+        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() == 30)
+        pods = await sandboxes(client)
+        on_node0 = {p["metadata"]["name"] for p in pods if p["spec"]["nodeName"] == "node-0"}
+        assert on_node0
+        await client.delete(NODES, "node-0")
+        await eventually(lambda: deleted(ctl, "node-gone") == len(on_node0), within=5)
+        left = await sandboxes(client)
+        assert not on_node0 & {p["metadata"]["name"] for p in left}
+        assert all(p["spec"]["nodeName"] == "node-1" for p in left)
+        assert "node-0" not in ctl.view.scheduler.model.nodes
+
+
+async def owned(client: KubeClient, n: int, owner: str) -> None:
+    for i in range(n):
+        body = pod(f"{owner}-{i}", app="sandbox")
+        body["metadata"]["labels"]["sandman.io/owner"] = owner
+        await client.create(PODS, body, "default")
+    lease = {
+        "metadata": {"name": owner, "labels": {"sandman.io/owner": owner}},
+        "spec": {"holderIdentity": owner, "leaseDurationSeconds": 1},
+    }
+    await client.create(LEASES, lease, "default")
+
+
+@pytest.mark.parametrize("cluster_settings", [cluster_of(2)])
+async def test_owner_lease_expiry_deletes_that_owners_sandboxes(
+    cluster: EmbeddedCluster, client: KubeClient
+) -> None:
+    async with controller(cluster, gc=FAST_GC) as ctl:
+        await owned(client, 5, "crashed")
+        await owned(client, 2, "alive")
+        await create_sandboxes(client, 2)  # no owner label: not affected
+        with anyio.fail_after(10):
+            while deleted(ctl, "owner-expired") < 5:
+                # the live trainer renews its Lease; the crashed one does not
+                await client.patch(LEASES, "alive", {"spec": {"renewTime": micro_now()}}, "default")
+                await anyio.sleep(0.2)
+        assert deleted(ctl, "owner-expired") == 5
+        await eventually(lambda: len(ctl.view.owner_leases.cache) == 2)
+        assert await names(client) == {"alive-0", "alive-1", "sb-0", "sb-1"}
+        events = (await client.list(EVENTS, "default"))["items"]
+        assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in events] == [
+            ("Lease", "crashed")
+        ]
+        assert "5 sandboxes of owner crashed" in events[0]["message"]
+
+
+def micro_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

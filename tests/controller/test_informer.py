@@ -1,0 +1,163 @@
+"""Informers against a real simcluster API server: list + watch, pagination, indexes,
+handlers, dropped watches (resume without relist), forced 410 (relist), bookmarks, idle
+streams, and relist reconciliation of deletes missed while not watching."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+from conftest import FAST, eventually, inject, pod
+
+from controller.cache import Obj
+from controller.informer import Handlers, Informer, InformerSettings
+from controller.kube import LEASES, PODS, KubeClient, Timeouts
+from simcluster.apiserver import ServerSettings
+from simcluster.embedded import EmbeddedCluster
+
+pytestmark = pytest.mark.anyio
+
+
+def by_node(obj: Obj) -> list[str]:
+    node = (obj.get("spec") or {}).get("nodeName")
+    return [node] if node else []
+
+
+@asynccontextmanager
+async def running(inf: Informer) -> AsyncIterator[Informer]:
+    lists = inf.stats.lists
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(inf.run)
+        with anyio.fail_after(10):
+            await inf.wait_synced()
+        await eventually(lambda: inf.stats.lists > lists)
+        yield inf
+        tg.cancel_scope.cancel()
+
+
+def recorder(log: list[tuple[str, str]]) -> Handlers:
+    def name(o: Obj) -> str:
+        return str(o["metadata"]["name"])
+
+    return Handlers(
+        add=lambda o: log.append(("add", name(o))),
+        update=lambda _old, new: log.append(("update", name(new))),
+        delete=lambda o: log.append(("delete", name(o))),
+    )
+
+
+async def test_list_watch_indexes_and_handlers(client: KubeClient) -> None:
+    for i in range(5):
+        body = pod(f"p{i}")
+        if i < 2:
+            body["spec"]["nodeName"] = "n1"
+        await client.create(PODS, body, "default")
+    inf = Informer(
+        client,
+        PODS,
+        namespace="default",
+        indexers={"node": by_node},
+        settings=InformerSettings(page_size=2),
+    )
+    log: list[tuple[str, str]] = []
+    async with running(inf):
+        inf.add_handler(recorder(log))
+        assert len(inf.cache) == 5 and inf.stats.lists == 1
+        assert sorted(o["metadata"]["name"] for o in inf.cache.by_index("node", "n1")) == [
+            "p0",
+            "p1",
+        ]
+        assert sorted(log) == [("add", f"p{i}") for i in range(5)]
+        log.clear()
+        await client.create(PODS, pod("new"), "default")
+        await client.patch(PODS, "new", {"metadata": {"labels": {"a": "b"}}}, "default")
+        await client.delete(PODS, "p0", "default", grace_period_s=0)
+        await eventually(lambda: len(log) == 3)
+        assert log == [("add", "new"), ("update", "new"), ("delete", "p0")]
+        assert inf.cache.get("default/new")["metadata"]["labels"] == {"a": "b"}  # type: ignore[index]
+        assert [o["metadata"]["name"] for o in inf.cache.by_index("node", "n1")] == ["p1"]
+
+
+async def test_dropped_watch_resumes_without_relist(client: KubeClient) -> None:
+    inf = Informer(client, PODS, namespace="default")
+    async with running(inf):
+        await inject(client, kind="drop-watches")
+        await client.create(PODS, pod("after-drop"), "default")
+        await eventually(lambda: "default/after-drop" in inf.cache)
+        assert inf.stats.lists == 1
+        assert inf.stats.watches >= 2
+
+
+async def test_forced_410_relists(client: KubeClient) -> None:
+    inf = Informer(client, PODS, namespace="default")
+    async with running(inf):
+        await client.create(PODS, pod("before"), "default")
+        await eventually(lambda: "default/before" in inf.cache)
+        await inject(client, kind="expire-watches")
+        await eventually(lambda: inf.stats.relists_on_gone == 1)
+        await client.create(PODS, pod("after"), "default")
+        await eventually(lambda: "default/after" in inf.cache)
+        assert inf.stats.lists == 2
+        assert set(inf.cache.list_keys()) == {"default/before", "default/after"}
+
+
+async def test_relist_reports_deletes_missed_while_away(client: KubeClient) -> None:
+    for name in ("keep", "gone"):
+        await client.create(PODS, pod(name), "default")
+    inf = Informer(client, PODS, namespace="default")
+    log: list[tuple[str, str]] = []
+    inf.add_handler(recorder(log))
+    async with running(inf):
+        pass
+    await client.delete(PODS, "gone", "default", grace_period_s=0)
+    await client.patch(PODS, "keep", {"metadata": {"labels": {"v": "2"}}}, "default")
+    log.clear()
+    async with running(inf):
+        assert sorted(log) == [("delete", "gone"), ("update", "keep")]
+        assert inf.cache.list_keys() == ["default/keep"]
+
+
+async def test_bookmarks_advance_the_resume_point(client: KubeClient) -> None:
+    inf = Informer(client, PODS, namespace="default")
+    async with running(inf):
+        start = int(inf.resource_version)
+        # Writes to another resource move the store's resourceVersion; only bookmarks can
+        # tell this informer about it.
+        await client.create(LEASES, {"metadata": {"name": "x"}, "spec": {}}, "default")
+        await eventually(lambda: inf.stats.bookmarks > 0 and int(inf.resource_version) > start)
+        assert inf.stats.events == 0
+
+
+@pytest.mark.parametrize("cluster_settings", [ServerSettings(bookmark_interval_s=60)])
+async def test_idle_stream_is_restarted(cluster: EmbeddedCluster) -> None:
+    settings = dataclasses.replace(FAST, timeouts=Timeouts(request=5, watch_idle=0.3))
+    async with await KubeClient.connect(settings, kubeconfig=str(cluster.kubeconfig)) as c:
+        inf = Informer(c, PODS, namespace="default")
+        async with running(inf):
+            await eventually(lambda: inf.stats.watches >= 3)
+            assert inf.stats.lists == 1 and inf.stats.errors >= 2
+            await c.create(PODS, pod("still-watching"), "default")
+            await eventually(lambda: "default/still-watching" in inf.cache)
+
+
+async def test_client_side_filter_drops_and_removes(client: KubeClient) -> None:
+    await client.create(PODS, pod("listed-dropped", x="drop"), "default")
+    await client.create(PODS, pod("kept"), "default")
+
+    def keep(o: Obj) -> bool:
+        return (o["metadata"].get("labels") or {}).get("x") != "drop"
+
+    inf = Informer(client, PODS, namespace="default", keep=keep)
+    log: list[tuple[str, str]] = []
+    inf.add_handler(recorder(log))
+    async with running(inf):
+        assert inf.cache.list_keys() == ["default/kept"]
+        await client.create(PODS, pod("watched-dropped", x="drop"), "default")
+        await client.patch(PODS, "kept", {"metadata": {"labels": {"x": "drop"}}}, "default")
+        await eventually(lambda: len(inf.cache) == 0)
+        await client.create(PODS, pod("later"), "default")
+        await eventually(lambda: "default/later" in inf.cache)
+        assert log == [("add", "kept"), ("delete", "kept"), ("add", "later")]

@@ -1,0 +1,183 @@
+"""``python -m controller`` as a real process against simcluster: health and readiness
+endpoints, metrics, progress logs, a burst bound, and a clean SIGTERM that releases the
+lease."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiohttp
+import pytest
+from conftest import eventually
+from harness import CONTROLLER_USER, create_sandboxes, writes_by
+from test_binder import bound, cluster_of, sandboxes
+
+from controller.kube import LEASES, KubeClient
+from simcluster.embedded import EmbeddedCluster
+
+pytestmark = pytest.mark.anyio
+
+
+class Process:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self.health_url = ""
+
+    async def read_logs(self) -> None:
+        assert self.proc.stderr is not None
+        async for raw in self.proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            self.lines.append(line)
+            m = re.search(r"on (http://\S+)$", line)
+            if m and "/healthz" in line:
+                self.health_url = m.group(1)
+
+
+SHORT_LEASE = ("--lease-duration", "2", "--renew-deadline", "1.2", "--retry-period", "0.2")
+
+
+@asynccontextmanager
+async def controller_process(
+    kubeconfig: Path,
+    identity: str,
+    *extra: str,
+    election: tuple[str, ...] = SHORT_LEASE,
+) -> AsyncIterator[Process]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "controller",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--health-host",
+        "127.0.0.1",
+        "--health-port",
+        "0",
+        "--lease-namespace",
+        "default",
+        "--identity",
+        identity,
+        *election,
+        "--progress-interval",
+        "0.5",
+        "--unbound-client-side",
+        *extra,
+        stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    p = Process(proc)
+    reader = asyncio.create_task(p.read_logs())
+    try:
+        yield p
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+        await reader
+
+
+async def get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
+    async with session.get(url) as r:
+        return r.status, await r.text()
+
+
+@pytest.mark.parametrize("cluster_settings", [cluster_of(5)])
+async def test_controller_process_end_to_end(cluster: EmbeddedCluster, client: KubeClient) -> None:
+    assert cluster.cluster is not None
+    kubeconfig = cluster.cluster.kubeconfigs["controller"]
+    async with controller_process(kubeconfig, "ctl-a") as p, aiohttp.ClientSession() as http:
+        await eventually(lambda: bool(p.health_url), within=20)
+        assert (await get(http, p.health_url + "/healthz")) == (200, "ok")
+        for _ in range(200):
+            if (await get(http, p.health_url + "/readyz"))[0] == 200:
+                break
+            await asyncio.sleep(0.05)
+        assert (await get(http, p.health_url + "/readyz")) == (200, "ok")
+        await create_sandboxes(client, 50)
+        for _ in range(400):
+            if bound(await sandboxes(client)) == 50:
+                break
+            await asyncio.sleep(0.05)
+        assert bound(await sandboxes(client)) == 50
+        _, metrics = await get(http, p.health_url + "/metrics")
+        assert 'sandman_binds_total{outcome="bound"} 50.0' in metrics
+        assert "sandman_leader 1.0" in metrics
+        # 50 binds + the Lease's creation; renewals are PUTs
+        assert 'sandman_api_requests_total{code="201",verb="POST"} 51.0' in metrics
+        await eventually(lambda: any("leader: pending 0" in ln for ln in p.lines), within=5)
+        lease = await client.get(LEASES, "sandman-controller", "default")
+        assert lease["spec"]["holderIdentity"] == "ctl-a"
+        p.proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(p.proc.wait(), 10) == 0
+    lease = await client.get(LEASES, "sandman-controller", "default")
+    assert lease["spec"]["holderIdentity"] == ""  # released on the way out
+
+
+async def wait_ready(http: aiohttp.ClientSession, p: Process) -> None:
+    await eventually(lambda: bool(p.health_url), within=20)
+    for _ in range(400):
+        if (await get(http, p.health_url + "/readyz"))[0] == 200:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{p.health_url} never became ready")
+
+
+@pytest.mark.parametrize("cluster_settings", [cluster_of(10, foreign=0.0)])
+async def test_leader_sigkilled_mid_burst_standby_finishes(
+    cluster: EmbeddedCluster, client: KubeClient
+) -> None:
+    assert cluster.cluster is not None
+    kubeconfig = cluster.cluster.kubeconfigs["controller"]
+    n = 400
+    slow = ("--qps", "100", "--burst", "10")  # ~4 s of binds: time to kill the leader
+    # Looser than the other tests: this one loads the shared simcluster thread (400 pods
+    # starting on virtual kubelets, lists of 400 pods), and a renewal that misses a 1.2 s
+    # deadline would (correctly) make the standby give up leading mid-test.
+    election = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5")
+    async with (
+        controller_process(kubeconfig, "ctl-a", *slow, election=election) as a,
+        aiohttp.ClientSession() as http,
+    ):
+        await wait_ready(http, a)
+        async with controller_process(kubeconfig, "ctl-b", *slow, election=election) as b:
+            await wait_ready(http, b)
+            lease = await client.get(LEASES, "sandman-controller", "default")
+            assert lease["spec"]["holderIdentity"] == "ctl-a"
+            await create_sandboxes(client, n)
+            for _ in range(400):
+                if bound(await sandboxes(client)) >= n // 4:
+                    break
+                await asyncio.sleep(0.03)
+            a.proc.kill()  # SIGKILL: no release, binds in flight are lost
+            await a.proc.wait()
+            killed_at = bound(await sandboxes(client))
+            assert killed_at < n
+            for _ in range(200):
+                if bound(await sandboxes(client)) == n:
+                    break
+                await asyncio.sleep(0.15)
+            pods = await sandboxes(client)
+            assert bound(pods) == n  # no pod lost
+            assert not [p for p in pods if p["status"].get("phase") == "Failed"]
+            lease = await client.get(LEASES, "sandman-controller", "default")
+            assert lease["spec"]["holderIdentity"] == "ctl-b"
+            # the standby bound exactly what the dead leader had not (its last responses
+            # may still be on their way when the list shows every pod bound)
+            want = f'sandman_binds_total{{outcome="bound"}} {n - killed_at}.0'
+            for _ in range(100):
+                _, metrics = await get(http, b.health_url + "/metrics")
+                if want in metrics:
+                    break
+                await asyncio.sleep(0.05)
+            assert want in metrics
+            assert "sandman_leader 1.0" in metrics
+            assert 'code="0"' not in metrics  # no bind cut off by a lost lease
+    # every pod bound by exactly one successful binding request, across both processes
+    assert writes_by(cluster, CONTROLLER_USER, subresource="binding", code=201) == n
