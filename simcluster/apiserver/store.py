@@ -27,6 +27,13 @@ from simcluster.errors import Expired
 __all__ = ["Event", "Store", "Watcher"]
 
 _INDEXED = ("spec.nodeName", "metadata.name")
+
+
+def _field_value(obj: Any, path: str) -> str:
+    value = get_path(obj, path)
+    return "" if value is None else str(value)
+
+
 _encode = msgspec.json.encode
 Obj = dict[str, Any]
 
@@ -183,12 +190,12 @@ class Store:
     def _targets(self, event: Event) -> Iterator[Watcher]:
         yield from list(self._watchers.get(event.key, ()))
         for path in _INDEXED:
-            values = {get_path(event.obj, path)}
+            # An absent field matches "" (`spec.nodeName=` selects unbound pods, as upstream).
+            values = {_field_value(event.obj, path)}
             if event.old is not None:
-                values.add(get_path(event.old, path))
+                values.add(_field_value(event.old, path))
             for v in values:
-                if v is not None:
-                    yield from list(self._indexed.get((event.key, path, str(v)), ()))
+                yield from list(self._indexed.get((event.key, path, v), ()))
 
     # --- watch -------------------------------------------------------------------------
     def subscribe(self, w: Watcher, since: int | None) -> None:
