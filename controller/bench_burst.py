@@ -127,7 +127,6 @@ async def _run(a: argparse.Namespace) -> None:
                 "--kubeconfig",
                 str(cluster.cluster.kubeconfigs["controller"]),
                 "--no-leader-elect",
-                "--unbound-client-side",
                 "--health-host",
                 "127.0.0.1",
                 "--health-port",

@@ -24,9 +24,7 @@ from simcluster.embedded import EmbeddedCluster
 
 CONTROLLER_SA = "sandman-system/controller"
 CONTROLLER_USER = "system:serviceaccount:sandman-system:controller"
-# simcluster's watch index drops events for a `spec.nodeName=` (empty) field selector
-# (reported to its owner): select unbound pods on our side until that is fixed.
-VIEW = ViewSettings(server_side_unbound=False)
+VIEW = ViewSettings()  # unbound pods selected server-side (`spec.nodeName=`), as in production
 
 
 @dataclass

@@ -67,7 +67,6 @@ async def controller_process(
         *election,
         "--progress-interval",
         "0.5",
-        "--unbound-client-side",
         *extra,
         stderr=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.DEVNULL,
