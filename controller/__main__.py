@@ -14,6 +14,7 @@ import sys
 
 from controller.app import Controller, ControllerSettings, default_identity
 from controller.binder import BinderSettings
+from controller.contract import SCHEDULER_NAME
 from controller.gc import GCSettings
 from controller.kube import ClientSettings
 from controller.leader import ElectionSettings
@@ -27,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m controller", description=__doc__)
     p.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--scheduler-name", default="sandman")
+    p.add_argument("--scheduler-name", default=SCHEDULER_NAME)
     p.add_argument("--namespace", help="bind sandboxes of this namespace only (default: all)")
     p.add_argument("--qps", type=float, default=200.0, help="client-side API requests/s")
     p.add_argument("--burst", type=int, default=400)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from controller.cache import Obj
+from controller.contract import ANNOTATION_EXPIRES_AT
 from controller.kube import EVENTS, PODS, KubeClient, KubeError, NotFound
 from controller.metrics import ControllerMetrics
 from controller.owners import OwnerLeases
@@ -46,7 +47,7 @@ class GCSettings:
     terminal_retention_s: float = 60.0
     pending_deadline_s: float = 600.0
     node_gone_grace_s: float = 30.0
-    expires_annotation: str = "sandman.io/expires-at"
+    expires_annotation: str = ANNOTATION_EXPIRES_AT
     #: Deletes (and their Events) per second, from a token bucket of their own.
     qps: float = 20.0
     burst: int = 20

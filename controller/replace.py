@@ -24,6 +24,7 @@ import logging
 from dataclasses import dataclass
 
 from controller.cache import Obj
+from controller.contract import ANNOTATION_ATTEMPT, ANNOTATION_REPLACES
 from controller.informer import Handlers
 from controller.kube import PODS, AlreadyExists, KubeClient, KubeError, NotFound
 from controller.metrics import ControllerMetrics
@@ -38,8 +39,8 @@ ADMISSION_REASONS = ("OutOfcpu", "OutOfmemory", "OutOfpods", "OutOfephemeral-sto
 @dataclass(frozen=True, slots=True)
 class ReplacerSettings:
     max_attempts: int = 3
-    replaces_annotation: str = "sandman.io/replaces"
-    attempt_annotation: str = "sandman.io/attempt"
+    replaces_annotation: str = ANNOTATION_REPLACES
+    attempt_annotation: str = ANNOTATION_ATTEMPT
 
 
 def rejected_before_running(pod: Obj) -> bool:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controller.cache import Obj
+from controller.contract import LABEL_OWNER, SCHEDULER_NAME
 from controller.informer import Handlers, Informer, InformerSettings
 from controller.kube import LEASES, NODES, PODS, KubeClient
 from scheduler import Scheduler
@@ -32,7 +33,7 @@ _TERMINAL = ("Succeeded", "Failed")
 
 @dataclass(frozen=True, slots=True)
 class ViewSettings:
-    scheduler_name: str = "sandman"
+    scheduler_name: str = SCHEDULER_NAME
     #: Watch pending sandboxes in one namespace only (None: all namespaces).
     namespace: str | None = None
     informer: InformerSettings = field(default_factory=InformerSettings)
@@ -41,7 +42,7 @@ class ViewSettings:
     #: its watch index never delivers events to a ``spec.nodeName=`` (empty) selector.
     server_side_unbound: bool = True
     #: Label on trainer-owned Leases and on their sandboxes (owner-lease expiry, gc.py).
-    owner_label: str = "sandman.io/owner"
+    owner_label: str = LABEL_OWNER
 
 
 def _unbound(pod: Obj) -> bool:

@@ -16,6 +16,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from controller.contract import (
+    ANNOTATION_EXPIRES_AT,
+    ANNOTATION_IDLE_TIMEOUT,
+    DAEMON_PORT,
+    LABEL_CLASS,
+    LABEL_OWNER,
+    LABEL_SANDBOX,
+    LABEL_TENANT,
+    SCHEDULER_NAME,
+)
+
 __all__ = [
     "ANNOTATION_EXPIRES_AT",
     "ANNOTATION_IDLE_TIMEOUT",
@@ -32,15 +43,7 @@ __all__ = [
     "render_pod",
 ]
 
-SCHEDULER_NAME = "sandman"
-DAEMON_PORT = 8790
-LABEL_SANDBOX = "sandman.io/sandbox"
-LABEL_TENANT = "sandman.io/tenant"
-LABEL_OWNER = "sandman.io/owner"
-LABEL_CLASS = "sandman.io/class"
 USER_LABEL_PREFIX = "user.sandman.io/"
-ANNOTATION_EXPIRES_AT = "sandman.io/expires-at"
-ANNOTATION_IDLE_TIMEOUT = "sandman.io/idle-timeout-seconds"
 RESERVED_ENV = frozenset({"SANDMAN_TOKEN", "SANDMAN_TOKEN_FILE", "SANDMAN_HOST", "SANDMAN_PORT"})
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
