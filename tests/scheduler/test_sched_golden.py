@@ -1,7 +1,7 @@
 """Golden test: the unschedulable message, byte for byte as kube-scheduler renders it.
 
 The expected messages live in golden/unschedulable_messages.txt (one "scenario: message" per
-line). To regenerate after an intended change, run with SCHEDULER_UPDATE_GOLDEN=1 and review
+line). To regenerate after an intended change, run with SANDMAN_UPDATE_GOLDEN=1 and review
 the diff; the test then skips instead of comparing.
 """
 
@@ -76,7 +76,7 @@ def render() -> str:
 
 def test_unschedulable_messages_match_the_golden_file() -> None:
     actual = render()
-    if os.environ.get("SCHEDULER_UPDATE_GOLDEN"):
+    if os.environ.get("SANDMAN_UPDATE_GOLDEN"):
         GOLDEN.write_text(actual)
         pytest.skip("golden file rewritten")
     assert actual == GOLDEN.read_text()
