@@ -3,6 +3,10 @@
 Admission (kubelet) and quota checks compare sums of quantities; doing that on floats would
 make "0.1 + 0.2 CPU" disagree with the real server, so CPU is kept in millicores and
 everything else in whole units (bytes, pods), both rounded up as upstream does.
+
+The scheduler has a parser of its own (scheduler/quantity.py) on purpose: simcluster imports
+no other Sandman component (an import-linter contract), so a parsing bug in the code under
+test cannot be mirrored by the simulator that checks it.
 """
 
 from __future__ import annotations

@@ -6,19 +6,24 @@ a create that would exceed the tenant's concurrent-sandbox limit or its create r
 answered at once with 429 and a Retry-After, instead of piling up Pending pods on a shared
 cluster. A Kubernetes ResourceQuota in the tenant's namespace stays the hard backstop.
 
-Everything here is pure (the clock is passed in), so the facade's replicas can each run it;
+Everything here is deterministic given its clock (injected; tests pass a fake one). The facade's
+replicas each run it;
 with R replicas each should be given 1/R of a tenant's rate (documented with the facade).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-__all__ = ["Admission", "TenancyError", "Tenant", "TenantDirectory", "TokenBucket"]
+from controller.kube.ratelimit import TokenBucket
+
+__all__ = ["Admission", "TenancyError", "Tenant", "TenantDirectory"]
 
 
 class TenancyError(ValueError):
@@ -44,41 +49,20 @@ class Admission:
     retry_after_s: float = 0.0
 
 
-@dataclass(slots=True)
-class TokenBucket:
-    rate_per_s: float
-    burst: int
-    tokens: float = field(init=False)
-    updated: float | None = field(default=None, init=False)
-
-    def __post_init__(self) -> None:
-        self.tokens = float(self.burst)
-
-    def _refill(self, now: float) -> None:
-        if self.updated is not None:
-            self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate_per_s)
-        self.updated = now
-
-    def take(self, n: int, now: float) -> float:
-        """Take ``n`` tokens if available (0.0), else the seconds until they will be."""
-        self._refill(now)
-        if self.tokens >= n:
-            self.tokens -= n
-            return 0.0
-        return (n - self.tokens) / self.rate_per_s
-
-
 class TenantDirectory:
     """Token -> tenant lookup plus per-tenant admission state."""
 
-    def __init__(self, tenants: dict[str, Tenant]) -> None:
+    def __init__(
+        self, tenants: dict[str, Tenant], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._by_digest = tenants
         self._buckets = {
-            t.name: TokenBucket(t.create_rate_per_s, t.create_burst) for t in tenants.values()
+            t.name: TokenBucket(t.create_rate_per_s, t.create_burst, clock)
+            for t in tenants.values()
         }
 
     @classmethod
-    def from_yaml(cls, text: str) -> TenantDirectory:
+    def from_yaml(cls, text: str, clock: Callable[[], float] = time.monotonic) -> TenantDirectory:
         try:
             document = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
@@ -95,13 +79,13 @@ class TenantDirectory:
                         f"tenants[{index}]: a token is already used by another tenant"
                     )
                 by_digest[digest] = tenant
-        return cls(by_digest)
+        return cls(by_digest, clock)
 
     def authenticate(self, bearer: str) -> Tenant | None:
         return self._by_digest.get(hashlib.sha256(bearer.encode()).hexdigest())
 
-    def admit(self, tenant: Tenant, count: int, live: int, now: float) -> Admission:
-        """May ``tenant``, which has ``live`` sandboxes, create ``count`` more at ``now``?"""
+    def admit(self, tenant: Tenant, count: int, live: int) -> Admission:
+        """May ``tenant``, which has ``live`` sandboxes, create ``count`` more now?"""
         if count > tenant.create_burst or count > tenant.max_sandboxes:
             limit = min(tenant.create_burst, tenant.max_sandboxes)
             return Admission(False, "batch_too_large", f"a batch of {count} exceeds {limit}")
@@ -112,7 +96,7 @@ class TenantDirectory:
                 f"{live} live sandboxes + {count} exceeds the limit of {tenant.max_sandboxes}",
                 retry_after_s=1.0,
             )
-        wait = self._buckets[tenant.name].take(count, now)
+        wait = self._buckets[tenant.name].try_take(count)
         if wait > 0:
             return Admission(False, "rate_limited", "create rate limit reached", wait)
         return Admission(True)

@@ -35,6 +35,19 @@ class TokenBucket:
         self._tokens -= 1.0
         return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
+    def try_take(self, n: int = 1) -> float:
+        """Take ``n`` tokens only if they are all there now (0.0); otherwise take nothing and
+        return the seconds until they will be. For admission: refuse instead of queueing."""
+        if self.qps <= 0:
+            return 0.0
+        now = self._clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+        self._stamp = now
+        if self._tokens >= n:
+            self._tokens -= n
+            return 0.0
+        return (n - self._tokens) / self.qps
+
     async def acquire(self) -> float:
         """Wait for a token; return how long we waited."""
         delay = self.reserve()

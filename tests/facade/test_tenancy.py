@@ -1,4 +1,4 @@
-"""Tenants, admission and per-sandbox tokens (pure, clock passed in)."""
+"""Tenants, admission and per-sandbox tokens (deterministic: the clock is a fake one)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import hashlib
 
 import pytest
 
-from controller.facade.tenancy import TenancyError, TenantDirectory, TokenBucket
+from controller.facade.tenancy import TenancyError, TenantDirectory
 from controller.facade.tokens import TokenMinter
+from controller.kube.ratelimit import TokenBucket
 
 
 def _digest(token: str) -> str:
@@ -36,27 +37,42 @@ def test_tokens_map_to_tenants_and_namespaces() -> None:
     assert directory.authenticate("nope") is None
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_admission_rate_quota_and_batch_size() -> None:
-    directory = TenantDirectory.from_yaml(TENANTS)
+    clock = FakeClock()
+    directory = TenantDirectory.from_yaml(TENANTS, clock)
     tenant = directory.authenticate("tok-a")
     assert tenant is not None
-    assert directory.admit(tenant, 20, live=0, now=0.0).allowed  # the whole burst
-    limited = directory.admit(tenant, 5, live=20, now=0.1)
+    assert directory.admit(tenant, 20, live=0).allowed  # the whole burst
+    clock.now = 0.1
+    limited = directory.admit(tenant, 5, live=20)
     assert (limited.allowed, limited.reason) == (False, "rate_limited")
     assert limited.retry_after_s == pytest.approx(0.4)  # 5 tokens at 10/s, 1 already refilled
-    assert directory.admit(tenant, 5, live=20, now=0.6).allowed
-    full = directory.admit(tenant, 1, live=100, now=10.0)
+    clock.now = 0.6
+    assert directory.admit(tenant, 5, live=20).allowed
+    clock.now = 10.0
+    full = directory.admit(tenant, 1, live=100)
     assert (full.allowed, full.reason) == (False, "quota_exceeded")
-    too_big = directory.admit(tenant, 21, live=0, now=20.0)
+    too_big = directory.admit(tenant, 21, live=0)
     assert (too_big.allowed, too_big.reason) == (False, "batch_too_large")
 
 
-def test_token_bucket_refills_up_to_burst() -> None:
-    bucket = TokenBucket(rate_per_s=2.0, burst=4)
-    assert bucket.take(4, now=0.0) == 0.0
-    assert bucket.take(1, now=0.0) == pytest.approx(0.5)
-    assert bucket.take(4, now=100.0) == 0.0  # refilled to the burst, not beyond
-    assert bucket.take(1, now=100.0) == pytest.approx(0.5)
+def test_try_take_refills_up_to_burst_and_takes_nothing_when_short() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(2.0, 4, clock)
+    assert bucket.try_take(4) == 0.0
+    assert bucket.try_take(1) == pytest.approx(0.5)
+    assert bucket.try_take(1) == pytest.approx(0.5)  # a refusal took nothing
+    clock.now = 100.0
+    assert bucket.try_take(4) == 0.0  # refilled to the burst, not beyond
+    assert bucket.try_take(1) == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize(
