@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from sandman.stack import Stack
+from tests.e2e.conftest import RunningStack as Stack
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 IMAGE = "registry.example/tasks/demo:1"
@@ -149,3 +149,60 @@ async def test_quota_is_a_429_with_retry_after(http: aiohttp.ClientSession, owne
         assert int(r.headers["Retry-After"]) >= 1
     await _release_owner(http, owner)
     await _gone(http, owner, timeout_s=60)
+
+
+async def test_facade_restart_loses_nothing(
+    http: aiohttp.ClientSession, stack: Stack, owner: str
+) -> None:
+    spec = {"image": IMAGE, "owner": owner}
+    async with http.post("/v1/batches", json={"spec": spec, "count": 3}) as r:
+        ids = [s["id"] for s in (await _json(r))["sandboxes"]]
+    for sid in ids:
+        async with http.get(f"/v1/sandboxes/{sid}", params={"wait": "ready"}) as r:
+            assert (await _json(r))["state"] == "ready"
+    async with http.post(f"/v1/sandboxes/{ids[0]}/exec", json={"command": "echo kept > /tmp/k"}):
+        pass
+    await stack.restart("facade")
+    async with http.get("/v1/sandboxes", params={"owner": owner}) as r:
+        assert sorted(s["id"] for s in (await _json(r))["items"]) == sorted(ids)
+    async with http.get(f"/v1/sandboxes/{ids[0]}/files", params={"path": "/tmp/k"}) as r:
+        assert await r.read() == b"kept\n"  # the same sandbox, its files intact
+    await _release_owner(http, owner)
+    await _gone(http, owner)
+
+
+async def test_another_tenants_sandbox_is_a_404(
+    http: aiohttp.ClientSession, stack: Stack, owner: str
+) -> None:
+    async with http.post("/v1/sandboxes", json={"image": IMAGE, "owner": owner}) as r:
+        sid = (await _json(r))["id"]
+    other = {"Authorization": f"Bearer {stack.tokens['other']}"}
+    async with aiohttp.ClientSession(stack.url, headers=other) as intruder:
+        for method, path in (
+            ("GET", f"/v1/sandboxes/{sid}"),
+            ("DELETE", f"/v1/sandboxes/{sid}"),
+            ("POST", f"/v1/sandboxes/{sid}/exec"),
+        ):
+            async with intruder.request(method, path, json={"command": "id"}) as r:
+                assert r.status == 404, (method, path, await r.text())
+        async with intruder.get("/v1/sandboxes", params={"owner": owner}) as r:
+            assert (await _json(r))["items"] == []
+    async with http.get(f"/v1/sandboxes/{sid}") as r:
+        assert r.status == 200
+    await _release_owner(http, owner)
+    await _gone(http, owner)
+
+
+async def test_resource_quota_is_the_backstop(stack: Stack, owner: str) -> None:
+    """The namespace's ResourceQuota (pods: 3) refuses what the facade's own limit allows."""
+    headers = {"Authorization": f"Bearer {stack.tokens['other']}"}
+    async with aiohttp.ClientSession(stack.url, headers=headers) as other:
+        batch = {"spec": {"image": IMAGE, "owner": owner}, "count": 5}
+        async with other.post("/v1/batches", json=batch) as r:
+            body = await _json(r)
+        assert len(body["sandboxes"]) == 3
+        assert [f["reason"] for f in body["failed"]] == ["quota_exceeded"] * 2
+        async with other.post("/v1/sandboxes", json=batch["spec"]) as r:
+            assert r.status == 429 and (await _json(r))["error"]["reason"] == "quota_exceeded"
+        await _release_owner(other, owner)
+        await _gone(other, owner)
