@@ -60,6 +60,8 @@ class StackSettings:
     #: A ResourceQuota ``pods`` limit per tenant namespace (the hard backstop behind the
     #: facade's admission); None: no quota.
     quota_pods: dict[str, int] = field(default_factory=dict)
+    #: Sandbox classes besides ``tiny`` (facade config entries, e.g. {"name": "huge", ...}).
+    extra_classes: tuple[dict[str, str], ...] = ()
     facade_host: str = "127.0.0.1"
     facade_port: int = 0
     controller_args: tuple[str, ...] = ()
@@ -178,7 +180,10 @@ class Stack:
         document = {
             "secret_file": str(secret),
             "delivery": {"mode": "local-process", "python": [s.python]},
-            "classes": [{"name": "tiny", "cpu": "250m", "memory": "512Mi"}],
+            "classes": [
+                {"name": "tiny", "cpu": "250m", "memory": "512Mi"},
+                *s.extra_classes,
+            ],
             "tenants": [
                 {
                     "name": name,

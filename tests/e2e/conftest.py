@@ -57,6 +57,7 @@ def stack(
         workdir=workdir,
         tenants=("dev", "other"),
         quota_pods={"other": 3},
+        extra_classes=({"name": "huge", "cpu": "64", "memory": "1Gi"},),
         max_sandboxes=600,
         create_rate_per_s=2000,
         create_burst=600,

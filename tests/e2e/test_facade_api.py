@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -106,7 +107,7 @@ async def test_idempotent_create_and_batch(http: aiohttp.ClientSession, owner: s
 async def test_bad_input_gets_typed_errors(http: aiohttp.ClientSession, stack: Stack) -> None:
     cases: list[tuple[str, str, Any, int, str]] = [
         ("POST", "/v1/sandboxes", {"image": IMAGE}, 400, "invalid_request"),
-        ("POST", "/v1/sandboxes", {"image": IMAGE, "owner": "o", "class": "huge"}, 400,
+        ("POST", "/v1/sandboxes", {"image": IMAGE, "owner": "o", "class": "colossal"}, 400,
          "unknown_class"),
         ("POST", "/v1/sandboxes", {"image": IMAGE, "owner": "bad owner!"}, 400, "invalid_owner"),
         ("POST", "/v1/sandboxes", {"image": IMAGE, "owner": "o", "ttl_s": 0}, 400,
@@ -206,3 +207,63 @@ async def test_resource_quota_is_the_backstop(stack: Stack, owner: str) -> None:
             assert r.status == 429 and (await _json(r))["error"]["reason"] == "quota_exceeded"
         await _release_owner(other, owner)
         await _gone(other, owner)
+
+
+async def test_failures_are_typed(http: aiohttp.ClientSession, owner: str) -> None:
+    created = {}
+    for name, spec in (
+        ("huge", {"image": IMAGE, "owner": owner, "class": "huge"}),
+        ("ghost", {"image": "registry.invalid/none:1", "owner": owner}),
+        ("victim", {"image": IMAGE, "owner": owner}),
+    ):
+        async with http.post("/v1/sandboxes", json=spec) as r:
+            created[name] = (await _json(r))["id"]
+    wait = {"wait": "ready", "timeout_s": "8"}
+    async with http.get(f"/v1/sandboxes/{created['huge']}", params=wait) as r:
+        huge = await _json(r)
+    assert (huge["state"], huge["reason"]) == ("pending", "unschedulable"), huge
+    assert "Insufficient cpu" in huge["message"]
+    async with http.get(f"/v1/sandboxes/{created['ghost']}", params=wait) as r:
+        ghost = await _json(r)
+    assert (ghost["state"], ghost["reason"]) == ("failed", "image_pull_failed"), ghost
+    victim = created["victim"]
+    async with http.get(f"/v1/sandboxes/{victim}", params=wait) as r:
+        assert (await _json(r))["state"] == "ready"
+    async with http.get(f"/v1/sandboxes/{victim}/info") as r:
+        pid = (await _json(r))["pid"]
+    async with http.post(f"/v1/sandboxes/{victim}/exec", json={"command": f"kill -9 {pid}"}):
+        pass  # the daemon dies under the call: 502 daemon_unreachable, or an answer first
+    async with http.get(f"/v1/sandboxes/{victim}", params={**wait, "wait": "final"}) as r:
+        dead = await _json(r)
+    assert (dead["state"], dead["reason"]) == ("terminated", "sandbox_failed"), dead
+    async with http.post(f"/v1/sandboxes/{victim}/exec", json={"command": "true"}) as r:
+        assert r.status == 410 and (await _json(r))["error"]["reason"] == "sandbox_terminated"
+    await _release_owner(http, owner)
+    await _gone(http, owner)
+
+
+async def test_streaming_exec_and_background_process_through_the_facade(
+    http: aiohttp.ClientSession, owner: str
+) -> None:
+    async with http.post("/v1/sandboxes", json={"image": IMAGE, "owner": owner}) as r:
+        sid = (await _json(r))["id"]
+    async with http.get(f"/v1/sandboxes/{sid}", params={"wait": "ready"}) as r:
+        assert (await _json(r))["state"] == "ready"
+    body = {"command": "for i in 1 2 3; do echo line$i; sleep 0.05; done"}
+    async with http.post(f"/v1/sandboxes/{sid}/exec/stream", json=body) as r:
+        assert r.headers["Content-Type"].startswith("application/x-ndjson"), await r.text()
+        lines = [json.loads(line) async for line in r.content if line.strip()]
+    assert "".join(e.get("data", "") for e in lines if e["event"] == "stdout") == (
+        "line1\nline2\nline3\n"
+    )
+    assert lines[-1]["event"] == "exit" and lines[-1]["result"]["exit_code"] == 0
+    proc = {"command": "echo started; sleep 30", "name": "srv"}
+    async with http.post(f"/v1/sandboxes/{sid}/processes", json=proc) as r:
+        assert r.status in (200, 201), await r.text()
+        pid = (await _json(r))["id"]
+    async with http.post(f"/v1/sandboxes/{sid}/processes/{pid}/signal", json={"signal": "TERM"}):
+        pass
+    async with http.post(f"/v1/sandboxes/{sid}/processes/{pid}/wait", json={"timeout_s": 5}) as r:
+        assert (await _json(r))["running"] is False
+    await _release_owner(http, owner)
+    await _gone(http, owner)
