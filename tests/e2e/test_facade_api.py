@@ -267,3 +267,28 @@ async def test_streaming_exec_and_background_process_through_the_facade(
         assert (await _json(r))["running"] is False
     await _release_owner(http, owner)
     await _gone(http, owner)
+
+
+async def test_an_owner_whose_lease_lapses_loses_its_sandboxes(
+    http: aiohttp.ClientSession, owner: str
+) -> None:
+    async with http.put(f"/v1/owners/{owner}/lease", json={"duration_s": 5}) as r:
+        assert r.status == 200 and (await _json(r))["duration_s"] == 5
+    async with http.post("/v1/batches", json={"spec": {"image": IMAGE, "owner": owner},
+                                              "count": 2}) as r:  # fmt: skip
+        ids = [s["id"] for s in (await _json(r))["sandboxes"]]
+    async with http.put(f"/v1/owners/{owner}/lease", json={"duration_s": 5}) as r:
+        assert r.status == 200  # a renewal is one patch
+    # No more renewals: after 5 s the controller's collector deletes the owner's sandboxes.
+    params = {"wait": "final", "timeout_s": "30"}
+    for sid in ids:
+        async with http.get(f"/v1/sandboxes/{sid}", params=params) as r:
+            final = await _json(r)
+        assert final["state"] in ("releasing", "terminated", "failed"), final
+    await _gone(http, owner, timeout_s=30)
+    async with http.get(f"/v1/sandboxes/{ids[0]}") as r:
+        gone = await _json(r)
+    assert (gone["state"], gone["reason"]) in {
+        ("terminated", "owner_expired"),
+        ("failed", "owner_expired"),
+    }, gone
