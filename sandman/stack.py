@@ -66,6 +66,8 @@ class StackSettings:
     facade_port: int = 0
     controller_args: tuple[str, ...] = ()
     facade_args: tuple[str, ...] = ()
+    #: Facade processes (stateless replicas sharing one config); the first is ``Stack.url``.
+    facade_replicas: int = 1
     start_timeout_s: float = 120.0
     python: str = field(default_factory=lambda: sys.executable)
 
@@ -87,6 +89,7 @@ class Stack:
         self.tokens = {name: secrets.token_urlsafe(24) for name in settings.tenants}
         self.token = self.tokens[settings.tenants[0]]
         self.url = ""
+        self.urls: list[str] = []
         self.controller_url = ""
         self.kubeconfig = settings.workdir / "cluster" / "kubeconfig"
         self.processes: dict[str, asyncio.subprocess.Process] = {}
@@ -114,16 +117,26 @@ class Stack:
         # Fixed ports, so a restarted controller or facade keeps its URL.
         self.controller_url = f"http://127.0.0.1:{_free_port()}"
         self.url = f"http://{s.facade_host}:{s.facade_port or _free_port()}"
+        self.urls = [self.url] + [
+            f"http://{s.facade_host}:{_free_port()}" for _ in range(s.facade_replicas - 1)
+        ]
         await self._start_controller()
-        await self._start_facade()
+        for replica in self._facades():
+            await self._start_facade(replica)
         await self._wait_http("controller", f"{self.controller_url}/readyz")
         self.say(f"ready: facade at {self.url}")
 
     async def restart(self, name: str) -> None:
-        """Stop ``controller`` or ``facade`` (SIGTERM) and start it again, same settings."""
-        starters = {"controller": self._start_controller, "facade": self._start_facade}
+        """Stop ``controller`` or a facade (``facade``, ``facade-2``, ...) with SIGTERM and
+        start it again with the same settings and port."""
         await self._stop_one(name)
-        await starters[name]()
+        if name == "controller":
+            await self._start_controller()
+        else:
+            await self._start_facade(name)
+
+    def _facades(self) -> list[str]:
+        return ["facade", *(f"facade-{i + 1}" for i in range(1, len(self.urls)))]
 
     async def _start_simcluster(self) -> None:
         s = self.settings
@@ -158,19 +171,20 @@ class Stack:
             ],
         )  # fmt: skip
 
-    async def _start_facade(self) -> None:
-        self.say("starting the facade")
-        host, port = self.url.removeprefix("http://").rsplit(":", 1)
+    async def _start_facade(self, name: str) -> None:
+        self.say(f"starting the {name}")
+        url = self.urls[self._facades().index(name)]
+        host, port = url.removeprefix("http://").rsplit(":", 1)
         await self._spawn(
-            "facade",
+            name,
             [
                 "-m", "controller.facade", "--config", str(self.settings.workdir / "facade.yaml"),
                 "--kubeconfig", self.service_kubeconfig, "--host", host, "--port", port,
                 *self.settings.facade_args,
             ],
         )  # fmt: skip
-        await self._wait_log("facade", _LISTENING)
-        await self._wait_http("facade", f"{self.url}/readyz")
+        await self._wait_log(name, _LISTENING)
+        await self._wait_http(name, f"{url}/readyz")
 
     def _write_facade_config(self) -> Path:
         s = self.settings
@@ -279,7 +293,7 @@ class Stack:
     # --- stop -----------------------------------------------------------------------------
     async def stop(self) -> None:
         """Stop the facade, the controller, then simcluster (which stops its pod processes)."""
-        for name in ("facade", "controller", "simcluster"):
+        for name in (*self._facades(), "controller", "simcluster"):
             await self._stop_one(name)
 
     async def _stop_one(self, name: str, timeout_s: float = 20.0) -> None:

@@ -66,6 +66,9 @@ class IndexSettings:
     #: Tombstones kept (most recent) and for how long (s).
     tombstones: int = 50_000
     tombstone_s: float = 900.0
+    #: A wait on an id this replica has not seen gives up after this long (s): long enough
+    #: for another replica's create to reach our watch, short enough for a typo.
+    unknown_grace_s: float = 5.0
 
 
 class SandboxIndex:
@@ -141,12 +144,15 @@ class SandboxIndex:
         self, namespace: str, sid: str, until: frozenset[SandboxState], timeout_s: float
     ) -> Sandbox | None:
         """The sandbox once its state is in ``until`` (or final), or as it is at the timeout."""
-        deadline = self._clock() + timeout_s
+        started = self._clock()
+        deadline = started + timeout_s
         key = (namespace, sid)
         while True:
             current = self.get(namespace, sid)
             if current is not None and (current.state in until or current.state in FINAL):
                 return current
+            if current is None:
+                deadline = min(deadline, started + self.settings.unknown_grace_s)
             remaining = deadline - self._clock()
             if remaining <= 0:
                 return current

@@ -31,6 +31,10 @@ class RunningStack:
         return self.stack.url
 
     @property
+    def urls(self) -> list[str]:
+        return self.stack.urls
+
+    @property
     def token(self) -> str:
         return self.stack.token
 
@@ -57,6 +61,7 @@ def stack(
         workdir=workdir,
         tenants=("dev", "other"),
         quota_pods={"other": 3},
+        facade_replicas=2,
         extra_classes=({"name": "huge", "cpu": "64", "memory": "1Gi"},),
         max_sandboxes=600,
         create_rate_per_s=2000,

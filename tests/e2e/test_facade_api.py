@@ -292,3 +292,22 @@ async def test_an_owner_whose_lease_lapses_loses_its_sandboxes(
         ("terminated", "owner_expired"),
         ("failed", "owner_expired"),
     }, gone
+
+
+async def test_replicas_are_interchangeable(stack: Stack, owner: str) -> None:
+    """Created through one facade replica, used and released through another."""
+    headers = {"Authorization": f"Bearer {stack.token}"}
+    first, second = stack.urls
+    async with (
+        aiohttp.ClientSession(first, headers=headers) as a,
+        aiohttp.ClientSession(second, headers=headers) as b,
+    ):
+        async with a.post("/v1/sandboxes", json={"image": IMAGE, "owner": owner}) as r:
+            sid = (await _json(r))["id"]
+        async with b.get(f"/v1/sandboxes/{sid}", params={"wait": "ready"}) as r:
+            assert (await _json(r))["state"] == "ready"
+        async with b.post(f"/v1/sandboxes/{sid}/exec", json={"command": "echo via-b"}) as r:
+            assert (await _json(r))["stdout"]["data"] == "via-b\n"  # same derived token
+        async with b.delete(f"/v1/sandboxes/{sid}") as r:
+            assert r.status == 202
+        await _gone(a, owner)

@@ -156,3 +156,20 @@ async def test_wait_returns_current_state_at_timeout_and_final_states_at_once(
     failed = copy.deepcopy(pod(node="n1", phase="Failed"))
     pods.upsert(failed)
     assert (await index.wait("ns", "sb-1", frozenset({"ready"}), 5)).state == "failed"
+
+
+@pytest.mark.anyio
+async def test_wait_for_an_unknown_id_gives_up_after_the_grace_but_sees_late_arrivals(
+    feeds: Any,
+) -> None:
+    index, pods, _, _ = feeds
+    loop = asyncio.get_running_loop()
+    index._clock = loop.time
+    index.settings = IndexSettings(unknown_grace_s=0.1)
+    started = loop.time()
+    assert await index.wait("ns", "sb-typo", frozenset({"ready"}), 30) is None
+    assert loop.time() - started < 1
+    late = asyncio.create_task(index.wait("ns", "sb-1", frozenset({"ready"}), 30))
+    await asyncio.sleep(0.02)
+    pods.upsert(pod(node="n1", phase="Running", ready=True))  # another replica's create
+    assert (await asyncio.wait_for(late, 1)).state == "ready"
