@@ -135,12 +135,16 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    async def roundtrip(self, data: bytes, within_s: float) -> tuple[LeanResponse, bool]:
+    async def roundtrip(
+        self, data: bytes, left_s: float, limit_s: float
+    ) -> tuple[LeanResponse, bool]:
+        """Send ``data``, wait up to ``left_s`` for the response (``limit_s``: the caller's
+        whole limit, for the error message)."""
         assert self.transport is not None
         loop = asyncio.get_running_loop()
         self._buf.clear()
         self._waiter = waiter = loop.create_future()
-        timer = loop.call_later(within_s, self._expire, waiter, within_s)
+        timer = loop.call_later(left_s, self._expire, waiter, limit_s)
         try:
             self.transport.write(data)
             return await waiter
@@ -193,15 +197,23 @@ class LeanPool:
     async def request(
         self, method: str, path: str, headers: Mapping[str, str], body: bytes, within_s: float
     ) -> LeanResponse:
+        """One request; ``within_s`` bounds it from the call (waiting for a free connection
+        slot, connecting, sending, the whole response)."""
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         data = (
             f"{method} {path} HTTP/1.1\r\nHost: {self._host_header}\r\n"
             f"User-Agent: {self._user_agent}\r\n{head}Content-Length: {len(body)}\r\n\r\n"
         ).encode("latin-1") + body
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s  # like aiohttp's total: queueing and connect count
         async with self._slots:
             conn = self._take_idle() or await self._connect()
+            left = deadline - loop.time()
+            if left <= 0:
+                self._idle.append(conn)
+                raise TransportError(f"no connection within {within_s:g} s", sent=False)
             try:
-                response, keep = await conn.roundtrip(data, within_s)
+                response, keep = await conn.roundtrip(data, left, within_s)
             except BaseException:
                 conn.close()
                 raise

@@ -137,6 +137,14 @@ async def test_timeout_and_refused_connection() -> None:
             await post(p, within_s=0.2)
         assert slow.value.sent and "no response within 0.2 s" in str(slow.value)
         p.close()
+        one = pool(url, limit=1)  # the second request waits for the slot past its limit
+        first, second = await asyncio.gather(
+            post(one, within_s=0.3), post(one, within_s=0.1), return_exceptions=True
+        )
+        assert isinstance(first, TransportError) and first.sent
+        assert isinstance(second, TransportError) and second.sent is False
+        assert "no connection within 0.1 s" in str(second)
+        one.close()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         free = s.getsockname()[1]
