@@ -50,12 +50,15 @@ class Transport:
         self.retry = retry
         self._headers = {"Authorization": f"Bearer {token}", "User-Agent": user_agent}
         self._session: aiohttp.ClientSession | None = None
+        self._closed = False
         self._rng = random.Random()
 
     @property
     def session(self) -> aiohttp.ClientSession:
         """The shared session (tool calls use it too); created on first use."""
-        if self._session is None or self._session.closed:
+        if self._closed:
+            raise RuntimeError("this Sandman client is closed")
+        if self._session is None:
             connector = aiohttp.TCPConnector(
                 limit=self.limits.max_connections, keepalive_timeout=self.limits.keepalive_s
             )
@@ -67,6 +70,7 @@ class Transport:
         return self._session
 
     async def close(self) -> None:
+        self._closed = True
         if self._session is not None:
             await self._session.close()
             self._session = None
