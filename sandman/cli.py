@@ -1,9 +1,8 @@
 """The ``sandman`` command line.
 
-For now it has the embedded demo (``sandman demo``): start a real sandbox daemon as a local
-process and drive a short agent-like sequence of tool calls against it over HTTP. Later issues
-add ``sandman up`` (simcluster + controller + facade), the deployment entry points and the
-trainer conveniences.
+``sandman demo`` starts a real sandbox daemon as a local process and drives a short agent-like
+sequence of tool calls against it over HTTP. The trainer conveniences (``create``, ``exec``,
+``ls``, ``rm``) live in :mod:`sandman.cli_trainer`.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from .cli_trainer import TRAINER_COMMANDS, add_trainer_parsers, run_trainer_command
 from .demo import run_demo
 
 __all__ = ["main"]
@@ -23,6 +23,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="start a local sandbox daemon and run tool calls")
     demo.add_argument("--keep-workdir", action="store_true", help="do not delete the workdir")
+    add_trainer_parsers(commands)
     return parser
 
 
@@ -30,6 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "demo":
         return asyncio.run(run_demo(keep_workdir=args.keep_workdir))
+    if args.command in TRAINER_COMMANDS:
+        return run_trainer_command(args)
     return 2
 
 
