@@ -166,10 +166,6 @@ class SandboxFailed(SandboxStartError):
     """State ``failed`` (or 410 ``sandbox_failed``) for a reason with no class of its own."""
 
 
-class Unschedulable(SandboxStartError):
-    """Still pending because no node can take it (the scheduler's message says why)."""
-
-
 class ImagePullFailed(SandboxFailed):
     """``image_pull_failed``: the task image cannot be pulled."""
 
@@ -180,6 +176,11 @@ class AdmissionFailed(SandboxFailed):
 
 class SandboxTimeout(SandboxStartError):
     """Not ready within the timeout; ``sandbox`` says where it was (state, reason)."""
+
+
+class Unschedulable(SandboxTimeout):
+    """Not ready in time and still pending because no node can take it (the scheduler's
+    message says why)."""
 
 
 _BY_REASON: dict[str, type[SandmanError]] = {
