@@ -38,12 +38,20 @@ async def _gone(stack: Stack, owner: str, timeout_s: float = 20) -> None:
             await asyncio.sleep(0.2)
 
 
-async def _released(sandbox: AsyncSandbox) -> bool:
-    try:
-        await sandbox.refresh()
-    except SandboxNotFound:
-        return True
-    return sandbox.state in ("releasing", "terminated")
+async def _released(sandbox: AsyncSandbox, timeout_s: float = 5) -> bool:
+    """Released (or gone) as the facade reports it; polled, because a GET right after a
+    DELETE can still show the pod's pre-delete state until the watch event arrives."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            await sandbox.refresh()
+        except SandboxNotFound:
+            return True
+        if sandbox.state in ("releasing", "terminated"):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
 
 
 @pytest.mark.anyio
