@@ -20,7 +20,7 @@ def _sandman(
 ) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SANDMAN_URL": stack.url, "SANDMAN_TOKEN": token or stack.token}
     return subprocess.run(
-        [sys.executable, "-m", "sandman.cli", *args],
+        [sys.executable, "-m", "sandman", *args],
         env=env,
         capture_output=True,
         text=True,
