@@ -203,7 +203,7 @@ def test_sync_wrapper(stack: Stack, owner: str, tmp_path: Path) -> None:
             sandbox.files.write("f.txt", b"data")
             assert sandbox.files.read("f.txt") == b"data"
             assert [s.id for s in client.list()] == [sandbox.id]
-        assert sandbox.refresh().state in ("releasing", "terminated")
+        assert sandbox.state == "releasing"  # the facade's answer to the release on exit
         many = client.create_many(3, IMAGE)
         assert len(many) == 3 and all(s.state == "ready" for s in many)
     with Sandman(stack.url, stack.token, owner=owner, lease_s=None) as observer:
