@@ -181,6 +181,7 @@ async def test_typed_errors(stack: Stack, owner: str) -> None:
         sandbox = await client.create(IMAGE)
         await sandbox.release()
         await sandbox.release()  # twice is harmless
+        assert await _released(sandbox)
         with pytest.raises((SandboxTerminated, SandboxNotFound)) as gone:
             await sandbox.exec("true")
         assert isinstance(gone.value, TerminalError)
