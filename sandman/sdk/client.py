@@ -216,6 +216,8 @@ class AsyncSandman:
                 body=body,
                 headers={"Idempotency-Key": key},
                 idempotent=True,
+                # The facade creates the members before it answers: allow ~50 pods/s at worst.
+                timeout_s=self.transport.timeouts.request_s + count / 50,
             )
             if not result.failed:
                 return result.sandboxes

@@ -43,7 +43,9 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Exponential backoff with full jitter, at least the server's ``Retry-After``."""
+    """Exponential backoff, each delay drawn between half and all of the step (so clients that
+    failed together do not retry together), and never shorter than the server's
+    ``Retry-After``."""
 
     attempts: int = 6
     initial_s: float = 0.2
