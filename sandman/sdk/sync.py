@@ -11,6 +11,7 @@ call, and closed when the caller stops iterating.
 from __future__ import annotations
 
 import builtins
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
@@ -57,8 +58,10 @@ class _Bound:
                 yield item  # type: ignore[misc]
         finally:
             aclose = getattr(items, "aclose", None)
-            if aclose is not None:
-                self._portal.call(aclose)
+            # RuntimeError: the client was closed first (its loop is gone, and the stream too).
+            with contextlib.suppress(RuntimeError):
+                if aclose is not None:
+                    self._portal.call(aclose)
 
 
 class Session(_Bound):
