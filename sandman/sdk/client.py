@@ -147,11 +147,14 @@ class AsyncSandman:
         labels: dict[str, str] | None = None,
         wait: bool = True,
         timeout_s: float | None = None,
+        idempotency_key: str | None = None,
     ) -> AsyncSandbox:
         """One sandbox; with ``wait`` (default) it is ready when this returns.
 
         If waiting fails (the image cannot be pulled, the timeout passes, the caller is
         cancelled) the sandbox is released before the exception propagates.
+        ``idempotency_key`` (default: a fresh one per call) makes the create safe to repeat
+        across trainer restarts too, e.g. ``f"{run}-{step}-{task}"``.
         """
         spec = self._spec(image, sandbox_class, ttl_s, idle_timeout_s, env, labels)
         view = await self.transport.request(
@@ -159,7 +162,7 @@ class AsyncSandman:
             "/v1/sandboxes",
             SandboxView,
             body=spec,
-            headers={"Idempotency-Key": uuid.uuid4().hex},
+            headers={"Idempotency-Key": idempotency_key or uuid.uuid4().hex},
             idempotent=True,
         )
         sandbox = AsyncSandbox(self.transport, view)
@@ -183,6 +186,7 @@ class AsyncSandman:
         labels: dict[str, str] | None = None,
         wait: bool = True,
         timeout_s: float | None = None,
+        idempotency_key: str | None = None,
     ) -> list[AsyncSandbox]:
         """``n`` sandboxes from one spec: one ``POST /v1/batches`` per 5000, members that
         failed (e.g. throttled) retried with the same key, then all waited for at once.
@@ -191,7 +195,7 @@ class AsyncSandman:
         member is released and the first error is raised.
         """
         spec = self._spec(image, sandbox_class, ttl_s, idle_timeout_s, env, labels)
-        key = uuid.uuid4().hex
+        key = idempotency_key or uuid.uuid4().hex
         chunks = [(i, min(MAX_BATCH, n - i)) for i in range(0, n, MAX_BATCH)]
         sandboxes: list[AsyncSandbox] = []
         try:

@@ -326,6 +326,7 @@ class Sandman(_Bound):
         labels: dict[str, str] | None = None,
         wait: bool = True,
         timeout_s: float | None = None,
+        idempotency_key: str | None = None,
     ) -> Sandbox:
         created = self._call(
             self.async_client.create,
@@ -337,6 +338,7 @@ class Sandman(_Bound):
             labels=labels,
             wait=wait,
             timeout_s=timeout_s,
+            idempotency_key=idempotency_key,
         )
         return self._wrap(created)
 
@@ -352,6 +354,7 @@ class Sandman(_Bound):
         labels: dict[str, str] | None = None,
         wait: bool = True,
         timeout_s: float | None = None,
+        idempotency_key: str | None = None,
     ) -> builtins.list[Sandbox]:
         created = self._call(
             self.async_client.create_many,
@@ -364,6 +367,7 @@ class Sandman(_Bound):
             labels=labels,
             wait=wait,
             timeout_s=timeout_s,
+            idempotency_key=idempotency_key,
         )
         return [self._wrap(s) for s in created]
 
