@@ -214,7 +214,7 @@ _BY_STATUS: dict[int, type[SandmanError]] = {
     429: RateLimited,
     502: ServiceUnavailable,
     503: ServiceUnavailable,
-    504: DaemonTimeout,
+    504: ServiceUnavailable,  # a gateway in front of the facade; daemon_timeout is mapped above
 }
 
 
