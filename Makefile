@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 APT_PACKAGES := bubblewrap busybox-static binutils
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst simcluster clean
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade simcluster clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman demo
@@ -67,6 +67,9 @@ bench-controller: $(STAMP)
 
 bench-controller-burst: $(STAMP)
 	$(BIN)/python -m controller.bench_burst
+
+bench-facade: $(STAMP)
+	$(BIN)/python -m sandman.bench_facade
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info

@@ -1,4 +1,4 @@
-"""``python -m sandman``: the same as the ``sandman`` command (see :mod:`sandman.cli`)."""
+"""``python -m sandman`` is the ``sandman`` command."""
 
 import sys
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from sandman.stack import Stack
+from tests.e2e.conftest import RunningStack as Stack
 
 pytestmark = pytest.mark.timeout(90)
 IMAGE = "registry.example/tasks/demo:1"
@@ -63,5 +63,5 @@ def test_errors_are_reasons_with_a_nonzero_exit(stack: Stack) -> None:
     assert missing.stderr.startswith("error: sandbox_not_found: ")
     denied = _sandman(stack, "ls", token="wrong")
     assert denied.returncode == 1 and denied.stderr.startswith("error: unauthenticated: ")
-    bad_class = _sandman(stack, "create", IMAGE, "--class", "huge")
+    bad_class = _sandman(stack, "create", IMAGE, "--class", "no-such-class")
     assert bad_class.returncode == 1 and bad_class.stderr.startswith("error: unknown_class: ")
