@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .cli_trainer import TRAINER_COMMANDS, add_trainer_parsers, run_trainer_command
 from .demo import run_demo
 from .stack import StackSettings
 from .up import default_workdir, run_up
@@ -48,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         "--daemon-only", action="store_true", help="only a local sandbox daemon, no cluster"
     )
     demo.add_argument("--keep-workdir", action="store_true", help="do not delete the workdir")
+    add_trainer_parsers(commands)
     for name, (_, help_text) in PASSTHROUGH.items():
         commands.add_parser(name, help=help_text, add_help=False)
     return parser
@@ -75,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.daemon_only:
             return asyncio.run(run_demo(keep_workdir=args.keep_workdir))
         return asyncio.run(run_demo(keep_workdir=args.keep_workdir))
+    if args.command in TRAINER_COMMANDS:
+        return run_trainer_command(args)
     return 2
 
 
