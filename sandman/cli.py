@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from .cli_trainer import TRAINER_COMMANDS, add_trainer_parsers, run_trainer_command
 from .demo import run_demo
+from .demo_stack import run_stack_demo
 from .stack import StackSettings
 from .up import default_workdir, run_up
 
@@ -76,7 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         if args.daemon_only:
             return asyncio.run(run_demo(keep_workdir=args.keep_workdir))
-        return asyncio.run(run_demo(keep_workdir=args.keep_workdir))
+        settings = _settings(args)
+        try:
+            return asyncio.run(run_stack_demo(settings))
+        finally:
+            if args.workdir is None and not args.keep_workdir:
+                shutil.rmtree(settings.workdir, ignore_errors=True)
     if args.command in TRAINER_COMMANDS:
         return run_trainer_command(args)
     return 2

@@ -226,12 +226,14 @@ class AsyncSandman:
             if not result.failed:
                 return result.sandboxes
             first = result.failed[0]
-            error = error_for(0, first.reason, first.message)  # reason-mapped: no status
+            retry_after = max((f.retry_after_s or 0.0 for f in result.failed), default=0.0)
+            headers = {"Retry-After": str(retry_after)} if retry_after else None
+            error = error_for(first.status, first.reason, first.message, headers)
             if not error.retriable or attempt == policy.attempts:
                 raise error
             log.info("%d of %d members not created (%s); retrying", len(result.failed),
                      count, first.reason)  # fmt: skip
-            await asyncio.sleep(self.transport.backoff(attempt, None))
+            await asyncio.sleep(self.transport.backoff(attempt, error.retry_after))
         raise AssertionError("unreachable")
 
     # --- read -----------------------------------------------------------------------------
