@@ -1,7 +1,8 @@
 """The trainer-facing HTTP facade (issue 6): thin, stateless, horizontally scalable.
 
-Built so far: the sandbox contract (how a sandbox becomes a Pod), per-sandbox tokens, tenancy
-and admission, and the proxy that carries tool calls straight to a sandbox's daemon. The HTTP
-API that ties them to the Kubernetes API (create/get/list/wait/release) comes with the
-controller's client layer.
+Creates and deletes sandbox pods, answers reads and waits from watch caches, forwards tool
+calls straight to each sandbox's daemon on the pod IP. Run it with ``python -m
+controller.facade``; see docs/facade.md. This package's ``__init__`` imports nothing, so the
+SDK can use :mod:`controller.facade.models` (the wire models) without the server's
+dependencies.
 """
