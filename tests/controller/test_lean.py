@@ -1,8 +1,7 @@
-"""The lean bind transport: responses as h11 frames them (Content-Length, chunked, end of
-stream, malformed), fed to one connection piece by piece, and a real loopback server for
-kept-alive reuse, connections the server closed, timeouts and refused connections. Binds
-over it against simcluster are covered by test_kube_client.py and test_binder.py
-(429/Retry-After, 409, 404 through the same retry and error mapping)."""
+"""The lean bind transport: response parsing (Content-Length, chunked, end of stream), and a
+real loopback server for kept-alive reuse, connections the server closed, timeouts and
+refused connections. Binds over it against simcluster are covered by test_kube_client.py
+and test_binder.py (429/Retry-After, 409, 404 through the same retry and error mapping)."""
 
 from __future__ import annotations
 
@@ -11,11 +10,10 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-import h11
 import pytest
 
 from controller.kube import TransportError
-from controller.kube.lean import LeanPool, LeanResponse, _Connection
+from controller.kube.lean import LeanPool, _parse
 
 OK = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 CHUNKED = (
@@ -24,74 +22,34 @@ CHUNKED = (
 )
 
 
-class _Wire(asyncio.Transport):
-    """A transport that records what the connection writes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = b""
-        self.closed = False
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.written += bytes(data)
-
-    def close(self) -> None:
-        self.closed = True
-
-
-async def exchange(*chunks: bytes, eof: bool = False) -> tuple[LeanResponse, _Connection]:
-    """One request over a :class:`_Connection` fed ``chunks`` of response, one read each
-    (``eof``: then the server closes the connection)."""
-    conn = _Connection()
-    wire = _Wire()
-    conn.connection_made(wire)
-    request = h11.Request(
-        method="POST", target="/b", headers=[("Host", "h"), ("Content-Length", "2")]
+def test_parse_content_length_and_keep_alive() -> None:
+    assert _parse(OK[:-1]) is None
+    assert _parse(OK) == (
+        (201, {"content-type": "application/json", "content-length": "2"}, b"{}"),
+        True,
     )
-    sent = asyncio.ensure_future(conn.roundtrip(request, b"{}", 1.0, 1.0))
-    await asyncio.sleep(0)
-    assert wire.written == b"POST /b HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}"
-    for chunk in chunks:
-        conn.data_received(chunk)
-    if eof:
-        conn.connection_lost(None)
-    return await sent, conn
-
-
-@pytest.mark.anyio
-async def test_content_length_and_keep_alive() -> None:
-    response, conn = await exchange(OK[:20], OK[20:-1], OK[-1:])
-    assert response == (201, {"content-type": "application/json", "content-length": "2"}, b"{}")
-    assert conn.reusable
     closing = OK.replace(b"Content-Length", b"Connection: close\r\nContent-Length")
-    assert (await exchange(closing))[1].reusable is False
-    assert (await exchange(OK.replace(b"HTTP/1.1", b"HTTP/1.0")))[1].reusable is False
+    assert _parse(closing) is not None and _parse(closing)[1] is False  # type: ignore[index]
+    old = OK.replace(b"HTTP/1.1", b"HTTP/1.0")
+    assert _parse(old)[1] is False  # type: ignore[index]
 
 
-@pytest.mark.anyio
-async def test_chunked_and_end_of_stream() -> None:
-    cuts = (10, len(CHUNKED) - 9, len(CHUNKED) - 2)
-    pieces = [CHUNKED[a:b] for a, b in zip((0, *cuts), (*cuts, len(CHUNKED)), strict=True)]
-    response, conn = await exchange(*pieces)
-    assert response[0] == 409 and response[2] == b'{"a":1}' and conn.reusable
-    response, conn = await exchange(b"HTTP/1.1 500 Oops\r\n\r\npartial", eof=True)
-    assert response == (500, {}, b"partial") and not conn.reusable
-    interim = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n"
-    response, conn = await exchange(interim)
-    assert response == (204, {}, b"") and conn.reusable
-    with pytest.raises(TransportError, match="closed connection without sending complete") as cut:
-        await exchange(OK[:-1], eof=True)
-    assert cut.value.sent
+def test_parse_chunked_and_end_of_stream() -> None:
+    for cut in (10, len(CHUNKED) - 9, len(CHUNKED) - 2):
+        assert _parse(CHUNKED[:cut]) is None
+    response, keep = _parse(CHUNKED)  # type: ignore[misc]
+    assert response[0] == 409 and response[2] == b'{"a":1}' and keep
+    unbounded = b"HTTP/1.1 500 Oops\r\n\r\npartial"
+    assert _parse(unbounded) is None
+    assert _parse(unbounded, eof=True) == ((500, {}, b"partial"), False)
+    assert _parse(b"HTTP/1.1 204 No Content\r\n\r\n") == ((204, {}, b""), True)
 
 
-@pytest.mark.anyio
-async def test_malformed_response_is_a_transport_error() -> None:
-    with pytest.raises(TransportError, match="bad response"):
-        await exchange(b"SSH-2.0-OpenSSH\r\n\r\n")
-    with pytest.raises(TransportError, match="bad response"):
-        await exchange(b"HTTP/1.1 200 OK\r\nX: " + b"x" * 70_000)
-    with pytest.raises(TransportError, match="bad response"):
-        await exchange(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
+def test_parse_rejects_garbage() -> None:
+    with pytest.raises(ValueError, match="not an HTTP"):
+        _parse(b"SSH-2.0-OpenSSH\r\n\r\n")
+    with pytest.raises(ValueError, match="too large"):
+        _parse(b"x" * 70_000)
 
 
 Answer = Callable[[int, bytes], bytes | None]  # (request number, request) -> reply or hang
@@ -193,3 +151,13 @@ async def test_timeout_and_refused_connection() -> None:
     with pytest.raises(TransportError) as refused:
         await post(pool(f"http://127.0.0.1:{free}"))
     assert refused.value.sent is False
+
+
+@pytest.mark.anyio
+async def test_malformed_response_is_a_transport_error() -> None:
+    async with server(lambda _n, _r: b"SSH-2.0-OpenSSH\r\n\r\n") as (url, _):
+        p = pool(url)
+        with pytest.raises(TransportError, match="bad response: not an HTTP") as bad:
+            await post(p)
+        assert bad.value.sent
+        p.close()
