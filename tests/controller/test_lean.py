@@ -151,3 +151,13 @@ async def test_timeout_and_refused_connection() -> None:
     with pytest.raises(TransportError) as refused:
         await post(pool(f"http://127.0.0.1:{free}"))
     assert refused.value.sent is False
+
+
+@pytest.mark.anyio
+async def test_malformed_response_is_a_transport_error() -> None:
+    async with server(lambda _n, _r: b"SSH-2.0-OpenSSH\r\n\r\n") as (url, _):
+        p = pool(url)
+        with pytest.raises(TransportError, match="bad response: not an HTTP") as bad:
+            await post(p)
+        assert bad.value.sent
+        p.close()
