@@ -17,7 +17,7 @@ from aiohttp import web
 
 from controller.contract import LABEL_SANDBOX
 from controller.informer import Informer, InformerSettings
-from controller.kube import EVENTS, PODS, ClientSettings, KubeClient
+from controller.kube import EVENTS, NODES, PODS, ClientSettings, KubeClient
 
 from .config import FacadeConfig
 from .handlers import FacadeHandlers
@@ -77,6 +77,10 @@ class Facade:
         await self.proxy.start()
         for namespace in sorted({t.namespace for t in self.config.tenants.tenants()}):
             self._watch(namespace)
+        nodes = Informer(self.client, NODES, settings=s.informer, name="nodes")
+        self.index.attach_nodes(nodes)
+        self.informers.append(nodes)
+        self._tasks.append(asyncio.create_task(nodes.run(), name="nodes"))
         service = SandboxService(
             self.client,
             self.index,

@@ -87,6 +87,8 @@ class SandboxIndex:
         self._gc_reason: dict[str, str] = {}  # pod uid -> collector's reason
         self._uid_key: dict[str, SandboxKey] = {}  # cached or buried pod uid -> sandbox
         self._expired_leases: dict[tuple[str, str], float] = {}  # (ns, lease) -> seen at
+        self._nodes: Informer | None = None
+        self._lost_nodes: dict[str, float] = {}  # node name -> deletion seen at
         self._ready_uids: set[str] = set()
         self._live: dict[str, int] = {}  # namespace -> live pods
         self._waiters: dict[SandboxKey, list[asyncio.Event]] = {}
@@ -97,6 +99,12 @@ class SandboxIndex:
             Handlers(add=self._pod_added, update=self._pod_updated, delete=self._pod_deleted)
         )
         events.add_handler(Handlers(add=self._event, update=lambda _o, n: self._event(n)))
+
+    def attach_nodes(self, nodes: Informer) -> None:
+        """Nodes, to tell a sandbox lost with its node from one deleted for another reason
+        (the pod garbage collector force-deletes the pods of a deleted node, no Event)."""
+        self._nodes = nodes
+        nodes.add_handler(Handlers(delete=self._node_deleted))
 
     # --- reads ----------------------------------------------------------------------------
     def pods(self, namespace: str, sid: str) -> list[Obj]:
@@ -211,6 +219,9 @@ class SandboxIndex:
         for lease, at in list(self._expired_leases.items()):
             if now - at >= self.settings.tombstone_s:
                 del self._expired_leases[lease]
+        for name, at in list(self._lost_nodes.items()):
+            if now - at >= self.settings.tombstone_s:
+                del self._lost_nodes[name]
         if len(self._gc_reason) > self.settings.tombstones:
             self._gc_reason.clear()  # Events for pods never seen: nothing waits for them
 
@@ -259,6 +270,8 @@ class SandboxIndex:
             ns = key[0]
             if not gc_reason and (ns, lease_name(last.owner)) in self._expired_leases:
                 gc_reason = "owner-expired"
+            if not gc_reason and self._node_lost(last.node):
+                gc_reason = "node-gone"
             reason = GC_REASONS.get(gc_reason, "deleted")
             tomb = msgspec.structs.replace(
                 last,
@@ -310,18 +323,35 @@ class SandboxIndex:
             elif tomb is None:
                 self._gc_reason[uid] = gc_reason
 
-    def _owner_expired(self, namespace: str, lease: str) -> None:
-        """The collector deleted a whole owner (one deletecollection, one Event on its Lease)."""
-        self._expired_leases[(namespace, lease)] = self._clock()
+    def _node_lost(self, node: str | None) -> bool:
+        if not node or self._nodes is None or not self._nodes.synced.is_set():
+            return False
+        return node in self._lost_nodes or self._nodes.cache.get(node) is None
+
+    def _node_deleted(self, node: Obj) -> None:
+        name = node["metadata"]["name"]
+        self._lost_nodes[name] = self._clock()
+        self._retag(lambda _key, tomb: tomb.node == name, "node-gone")
+
+    def _retag(self, match: Callable[[SandboxKey, Sandbox], bool], gc_reason: str) -> None:
+        """Tombstones still without a reason that ``match`` picks get the collector's."""
+        reason = GC_REASONS[gc_reason]
         for key, (tomb, at) in list(self._tombstones.items()):
-            if key[0] == namespace and tomb.reason == "deleted" and lease_name(tomb.owner) == lease:
-                reason = GC_REASONS["owner-expired"]
+            if tomb.reason == "deleted" and match(key, tomb):
                 self._tombstones[key] = (
                     msgspec.structs.replace(
                         tomb, reason=reason, message=f"the sandbox was deleted ({reason})"
                     ),
                     at,
                 )
+
+    def _owner_expired(self, namespace: str, lease: str) -> None:
+        """The collector deleted a whole owner (one deletecollection, one Event on its Lease)."""
+        self._expired_leases[(namespace, lease)] = self._clock()
+        self._retag(
+            lambda key, tomb: key[0] == namespace and lease_name(tomb.owner) == lease,
+            "owner-expired",
+        )
 
     def _wake_pod(self, uid: str) -> None:
         key = self._uid_key.get(uid)

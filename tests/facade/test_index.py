@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from controller.cache import Cache, Obj
+from controller.cache import Cache, Obj, object_key
 from controller.facade.index import IndexSettings, SandboxIndex, pod_indexers
 from controller.informer import EventHandler
 from tests.facade.test_state import pod
@@ -32,7 +32,7 @@ class FeedInformer:
             h.on_add(obj) if old is None else h.on_update(old, obj)
 
     def delete(self, obj: Obj) -> None:
-        self.cache.remove(f"{obj['metadata']['namespace']}/{obj['metadata']['name']}")
+        self.cache.remove(object_key(obj))
         for h in self.handlers:
             h.on_delete(obj)
 
@@ -182,3 +182,26 @@ def test_a_released_sandbox_reads_releasing_before_the_watch_says_so(feeds: Any)
     assert index.get("ns", "sb-1").state == "releasing"
     index.note_created(pod())  # the same key used again after the release: a new sandbox
     assert index.get("ns", "sb-1").state == "ready"
+
+
+def test_a_sandbox_lost_with_its_node_says_so_in_either_order(feeds: Any) -> None:
+    index, pods, _, _ = feeds
+    nodes = FeedInformer()
+    nodes.synced = asyncio.Event()  # type: ignore[attr-defined]
+    nodes.synced.set()  # type: ignore[attr-defined]
+    index.attach_nodes(nodes)  # type: ignore[arg-type]
+    node = {"metadata": {"name": "n1"}}
+    nodes.cache.upsert(node)
+    running = pod(node="n1", phase="Running", ready=True)
+    pods.upsert(running)
+    nodes.delete(node)  # the node's deletion first, then its pods' ...
+    pods.delete(running)
+    assert index.get("ns", "sb-1").reason == "node_lost"
+    other = pod(node="n2", phase="Running", ready=True)
+    other["metadata"]["labels"]["sandman.io/sandbox"] = "sb-2"
+    nodes.cache.upsert({"metadata": {"name": "n2"}})
+    pods.upsert(other)
+    pods.delete(other)  # ... or the pod first (another informer, another order)
+    assert index.get("ns", "sb-2").reason == "deleted"
+    nodes.delete({"metadata": {"name": "n2"}})
+    assert index.get("ns", "sb-2").reason == "node_lost"
