@@ -13,6 +13,8 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
+from load.burst.cli import add_bench_parser, run_bench
+
 from .demo import run_demo
 
 __all__ = ["main"]
@@ -23,6 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="start a local sandbox daemon and run tool calls")
     demo.add_argument("--keep-workdir", action="store_true", help="do not delete the workdir")
+    add_bench_parser(commands)
     return parser
 
 
@@ -30,6 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "demo":
         return asyncio.run(run_demo(keep_workdir=args.keep_workdir))
+    if args.command == "bench":
+        return run_bench(args, argv)
     return 2
 
 

@@ -15,10 +15,11 @@ import asyncio
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_arguments", "add_bench_parser", "main", "run_from_args"]
+__all__ = ["add_arguments", "add_bench_parser", "main", "run_bench", "run_from_args"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,6 +87,12 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
     write_plot(result, out / "timeline.png")
     say(f"report: {out / 'report.md'}, {out / 'sandboxes.csv'}, {out / 'timeline.png'}")
     return 0 if result.ok else 1
+
+
+def run_bench(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    """``sandman bench burst ...`` (the only benchmark there is, so far)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    return run_from_args(args, "sandman " + shlex.join(words))
 
 
 def main(argv: list[str] | None = None) -> int:
