@@ -12,6 +12,7 @@ __all__ = [
     "ANNOTATION_EXPIRES_AT",
     "ANNOTATION_IDLE_TIMEOUT",
     "ANNOTATION_REPLACES",
+    "ANNOTATION_REQUEST_DIGEST",
     "DAEMON_PORT",
     "LABEL_CLASS",
     "LABEL_OWNER",
@@ -30,3 +31,6 @@ ANNOTATION_EXPIRES_AT = "sandman.io/expires-at"
 ANNOTATION_IDLE_TIMEOUT = "sandman.io/idle-timeout-seconds"
 ANNOTATION_REPLACES = "sandman.io/replaces"
 ANNOTATION_ATTEMPT = "sandman.io/attempt"
+#: Digest of the trainer's create request: an Idempotency-Key replayed with another spec is
+#: refused instead of silently returning a different sandbox (controller/facade/service.py).
+ANNOTATION_REQUEST_DIGEST = "sandman.io/request-digest"

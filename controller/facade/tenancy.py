@@ -81,6 +81,10 @@ class TenantDirectory:
                 by_digest[digest] = tenant
         return cls(by_digest, clock)
 
+    def tenants(self) -> list[Tenant]:
+        """Every configured tenant, once (a tenant may have several tokens)."""
+        return list({t.name: t for t in self._by_digest.values()}.values())
+
     def authenticate(self, bearer: str) -> Tenant | None:
         return self._by_digest.get(hashlib.sha256(bearer.encode()).hexdigest())
 

@@ -15,7 +15,7 @@ import msgspec
 from . import __version__
 from .api import ROUTES, Route
 
-__all__ = ["build_document"]
+__all__ = ["build_document", "openapi_document", "unauthenticated_get"]
 
 QUERY_TYPES = {
     "offset": "integer",
@@ -44,7 +44,7 @@ def _ref(model: type) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
-def _operation(route: Route) -> dict[str, Any]:
+def _operation(route: Route, query_types: dict[str, str]) -> dict[str, Any]:
     op: dict[str, Any] = {"operationId": route.handler.strip("_"), "summary": route.summary}
     params = [
         {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
@@ -55,7 +55,7 @@ def _operation(route: Route) -> dict[str, Any]:
             "name": n,
             "in": "query",
             "required": n == "path",
-            "schema": {"type": QUERY_TYPES.get(n, "string")},
+            "schema": {"type": query_types.get(n, "string")},
         }
         for n in route.query
     ]
@@ -86,28 +86,29 @@ def _path_params(path: str) -> list[str]:
     return [part[1:-1] for part in path.split("/") if part.startswith("{")]
 
 
-def build_document() -> dict[str, Any]:
+def openapi_document(
+    routes: tuple[Route, ...],
+    *,
+    title: str,
+    version: str,
+    query_types: dict[str, str],
+    extra_paths: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """An OpenAPI 3.1 document for a route table (also used by the facade's)."""
     models = sorted(
-        {m for r in ROUTES for m in (r.request, r.response) if m is not None},
+        {m for r in routes for m in (r.request, r.response) if m is not None},
         key=lambda m: m.__name__,
     )
     _, components = msgspec.json.schema_components(
         models, ref_template="#/components/schemas/{name}"
     )
     paths: dict[str, dict[str, Any]] = {}
-    for route in ROUTES:
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
-    paths["/healthz"] = {
-        "get": {
-            "operationId": "healthz",
-            "summary": "Readiness probe (no auth)",
-            "security": [],
-            "responses": {"200": {"description": "serving"}},
-        }
-    }
+    for route in routes:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, query_types)
+    paths |= extra_paths
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Sandman sandbox daemon", "version": __version__},
+        "info": {"title": title, "version": version},
         "security": [{"bearer": []}],
         "paths": dict(sorted(paths.items())),
         "components": {
@@ -123,6 +124,27 @@ def build_document() -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def unauthenticated_get(operation_id: str, summary: str) -> dict[str, Any]:
+    return {
+        "get": {
+            "operationId": operation_id,
+            "summary": summary,
+            "security": [],
+            "responses": {"200": {"description": "serving"}},
+        }
+    }
+
+
+def build_document() -> dict[str, Any]:
+    return openapi_document(
+        ROUTES,
+        title="Sandman sandbox daemon",
+        version=__version__,
+        query_types=QUERY_TYPES,
+        extra_paths={"/healthz": unauthenticated_get("healthz", "Readiness probe (no auth)")},
+    )
 
 
 def render() -> str:

@@ -1,0 +1,126 @@
+"""The facade's configuration file: secret, daemon delivery, sandbox classes, tenants.
+
+One YAML document, because an operator reasons about them together (a class is only
+usable by tenants whose quota fits it; the delivery mode must match the node image). Parsed
+into frozen settings once at start; a bad file stops the facade with a message naming the
+offending entry (``ConfigError``), never a traceback half-way through serving.
+
+```yaml
+secret_file: /etc/sandman/facade-secret   # or `secret:` inline (development only)
+delivery: {mode: init-container, bundle_image: registry.example/sandman-daemon:0.1}
+classes:
+  - {name: tiny, cpu: 250m, memory: 512Mi, runtime_class: gvisor}
+tenants:
+  - {name: team-a, token_sha256: [...], max_sandboxes: 2000, create_rate_per_s: 200}
+```
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .podspec import DaemonDelivery, SandboxClass
+from .tenancy import TenancyError, TenantDirectory
+from .tokens import MIN_SECRET_BYTES, TokenMinter
+
+__all__ = ["ConfigError", "FacadeConfig", "load_config"]
+
+DELIVERY_MODES = ("init-container", "image-volume", "host-path", "local-process")
+
+
+class ConfigError(ValueError):
+    """The facade configuration is invalid."""
+
+
+@dataclass(frozen=True, slots=True)
+class FacadeConfig:
+    minter: TokenMinter
+    delivery: DaemonDelivery
+    classes: Mapping[str, SandboxClass]
+    tenants: TenantDirectory
+
+
+def load_config(path: str | Path, clock: Callable[[], float] = time.monotonic) -> FacadeConfig:
+    try:
+        text = Path(path).read_text()
+        document = yaml.safe_load(text) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"cannot read facade config {path}: {e}") from e
+    if not isinstance(document, dict):
+        raise ConfigError("the facade config must be a mapping")
+    try:
+        tenants = TenantDirectory.from_yaml(text, clock)
+    except TenancyError as e:
+        raise ConfigError(str(e)) from e
+    return FacadeConfig(
+        minter=_minter(document, Path(path).parent),
+        delivery=_delivery(document.get("delivery") or {}),
+        classes=_classes(document.get("classes") or [{"name": "tiny"}]),
+        tenants=tenants,
+    )
+
+
+def _minter(document: Mapping[str, Any], base: Path) -> TokenMinter:
+    if document.get("secret_file"):
+        try:
+            secret = (base / str(document["secret_file"])).read_bytes().strip()
+        except OSError as e:
+            raise ConfigError(f"cannot read secret_file: {e}") from e
+    elif document.get("secret"):
+        secret = str(document["secret"]).encode()
+    else:
+        raise ConfigError("the facade config needs `secret_file` (or `secret`)")
+    if len(secret) < MIN_SECRET_BYTES:
+        raise ConfigError(f"the facade secret must be at least {MIN_SECRET_BYTES} bytes")
+    return TokenMinter(secret)
+
+
+def _delivery(entry: Mapping[str, Any]) -> DaemonDelivery:
+    mode = entry.get("mode", "init-container")
+    if mode not in DELIVERY_MODES:
+        raise ConfigError(f"delivery.mode must be one of {', '.join(DELIVERY_MODES)}")
+    if mode in ("init-container", "image-volume") and not entry.get("bundle_image"):
+        raise ConfigError(f"delivery mode {mode} needs delivery.bundle_image")
+    python = (sys.executable,) if mode == "local-process" else ()
+    try:
+        return DaemonDelivery(
+            mode=mode,
+            bundle_image=str(entry.get("bundle_image", "")),
+            host_path=str(entry.get("host_path", "/var/lib/sandman/bundle")),
+            python=tuple(entry.get("python") or python),
+        )
+    except TypeError as e:
+        raise ConfigError(f"delivery: {e}") from e
+
+
+def _classes(entries: Any) -> dict[str, SandboxClass]:
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError("classes must be a non-empty list")
+    classes: dict[str, SandboxClass] = {}
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not entry.get("name"):
+            raise ConfigError(f"classes[{i}] needs a name")
+        try:
+            c = SandboxClass(
+                name=str(entry["name"]),
+                cpu=str(entry.get("cpu", "250m")),
+                memory=str(entry.get("memory", "512Mi")),
+                ephemeral_storage=entry.get("ephemeral_storage", "1Gi"),
+                runtime_class=entry.get("runtime_class"),
+                priority_class=entry.get("priority_class"),
+                node_selector=dict(entry.get("node_selector") or {}),
+                tolerations=tuple(entry.get("tolerations") or ()),
+            )
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"classes[{i}]: {e}") from e
+        if c.name in classes:
+            raise ConfigError(f"classes[{i}]: duplicate class {c.name!r}")
+        classes[c.name] = c
+    return classes

@@ -1,0 +1,58 @@
+"""Prometheus metrics of the facade (``sandman_facade_*``), in a registry of its own.
+
+Labels are closed sets: the route *template* (never a sandbox id), the status code, the
+tenant (operator-configured, a handful) and stable failure reasons.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["FacadeMetrics"]
+
+REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60, 300)
+
+
+class FacadeMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        self.requests = Counter(
+            "sandman_facade_requests",
+            "HTTP requests by route template, method and status code.",
+            ["route", "method", "code"],
+            registry=r,
+        )
+        self.request_duration = Histogram(
+            "sandman_facade_request_duration_seconds",
+            "Time to answer a request (for streams: until the response started).",
+            ["route"],
+            buckets=REQUEST_BUCKETS,
+            registry=r,
+        )
+        self.created = Counter(
+            "sandman_facade_sandboxes_created", "Sandbox pods created.", ["tenant"], registry=r
+        )
+        self.released = Counter(
+            "sandman_facade_sandboxes_released",
+            "Sandboxes released by trainers.",
+            ["tenant"],
+            registry=r,
+        )
+        self.admission_rejections = Counter(
+            "sandman_facade_admission_rejections",
+            "Creates refused by tenant admission (429/400), by reason.",
+            ["tenant", "reason"],
+            registry=r,
+        )
+        self.proxy_errors = Counter(
+            "sandman_facade_proxy_errors",
+            "Tool calls that failed on the hop to the sandbox daemon, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.waiters = Gauge(
+            "sandman_facade_waiters", "Requests waiting for a sandbox state.", registry=r
+        )
+        self.cached_pods = Gauge(
+            "sandman_facade_cached_pods", "Sandbox pods in the watch caches.", registry=r
+        )

@@ -1,0 +1,121 @@
+"""The facade's wire models: one request and one response type per operation.
+
+msgspec Structs, so a request body is decoded *and* validated in one pass (types, required
+fields, constraints) and a bad body becomes a 400 with the offending field named, never a
+KeyError deep in a handler. The same classes generate the OpenAPI document
+(``docs/openapi/facade.json``) and are what the SDK decodes, so server, document and client
+share one definition of the contract.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+__all__ = [
+    "MAX_BATCH",
+    "BatchFailure",
+    "BatchResult",
+    "ClassInfo",
+    "ClassList",
+    "CreateBatch",
+    "CreateSandbox",
+    "LeaseRenewal",
+    "LeaseStatus",
+    "OwnerReleased",
+    "Sandbox",
+    "SandboxList",
+    "SandboxState",
+]
+
+MAX_BATCH = 5000
+
+SandboxState = Literal["pending", "starting", "ready", "failed", "terminated", "releasing"]
+"""``pending``: not on a node yet; ``starting``: bound, daemon not ready; ``ready``: tool calls
+are served; ``failed``: never became usable (reason says why); ``terminated``: it was usable
+and is not any more (its files and processes are gone); ``releasing``: being deleted."""
+
+Seconds = Annotated[int, msgspec.Meta(ge=1, le=7 * 24 * 3600)]
+OwnerName = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
+
+
+class CreateSandbox(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """One sandbox: an unmodified task image plus Sandman's daemon."""
+
+    image: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+    owner: OwnerName
+    sandbox_class: str = msgspec.field(default="tiny", name="class")
+    ttl_s: Seconds = 3600
+    idle_timeout_s: Seconds | None = None
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class CreateBatch(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``count`` sandboxes from one spec, in one request (bursts need it)."""
+
+    spec: CreateSandbox
+    count: Annotated[int, msgspec.Meta(ge=1, le=MAX_BATCH)]
+
+
+class Sandbox(msgspec.Struct, kw_only=True):
+    id: str
+    owner: str
+    sandbox_class: str = msgspec.field(name="class")
+    image: str
+    state: SandboxState
+    #: Machine-readable cause when not simply progressing, e.g. ``unschedulable``.
+    reason: str | None = None
+    message: str | None = None
+    node: str | None = None
+    #: 0 for the first pod; n after n transparent replacements (kubelet admission).
+    attempt: int = 0
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    created_at: str | None = None
+    ready_at: str | None = None
+    expires_at: str | None = None
+
+
+class SandboxList(msgspec.Struct, kw_only=True):
+    items: list[Sandbox]
+    #: Pass as ``continue`` to get the next page; null on the last page.
+    next: str | None = msgspec.field(default=None, name="continue")
+
+
+class BatchFailure(msgspec.Struct, kw_only=True):
+    index: int
+    reason: str
+    message: str
+
+
+class BatchResult(msgspec.Struct, kw_only=True):
+    sandboxes: list[Sandbox]
+    #: Members not created; retry the same request with the same Idempotency-Key.
+    failed: list[BatchFailure] = msgspec.field(default_factory=list)
+
+
+class OwnerReleased(msgspec.Struct, kw_only=True):
+    owner: str
+    released: int
+
+
+class LeaseRenewal(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    duration_s: Annotated[int, msgspec.Meta(ge=5, le=3600)] = 60
+
+
+class LeaseStatus(msgspec.Struct, kw_only=True):
+    owner: str
+    duration_s: int
+    renewed_at: str
+
+
+class ClassInfo(msgspec.Struct, kw_only=True):
+    name: str
+    cpu: str
+    memory: str
+    runtime_class: str | None = None
+
+
+class ClassList(msgspec.Struct, kw_only=True):
+    items: list[ClassInfo]

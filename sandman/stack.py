@@ -1,0 +1,245 @@
+"""The embedded stack: simcluster, the controller and the facade as separate processes.
+
+``sandman up`` and the end-to-end tests start Sandman in its production process topology —
+the same three programs an operator runs, talking over real HTTP — with simcluster standing
+in for Kubernetes. Each process logs to a file in the work directory (tail it when something
+looks wrong). A fresh tenant token is minted per start; the facade config holds only its
+SHA-256, as in production.
+
+Why processes and not one event loop: a controller or facade bug that blocks its loop, leaks
+memory or mishandles a signal shows up here exactly as it would in a cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import yaml
+
+from controller.kube import ClientSettings, KubeClient
+from controller.kube.errors import AlreadyExists
+from controller.kube.resources import Resource
+
+__all__ = ["Stack", "StackError", "StackSettings"]
+
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+_LISTENING = re.compile(rb"facade listening on (http://\S+)")
+
+
+class StackError(RuntimeError):
+    """A part of the stack did not come up; the message names it and its log file."""
+
+
+@dataclass(frozen=True, slots=True)
+class StackSettings:
+    workdir: Path
+    profile: str = "dev"
+    nodes: int | None = None
+    #: Extra ``--set key=value`` overrides for the simcluster profile.
+    simcluster_overrides: tuple[str, ...] = ()
+    tenant: str = "dev"
+    max_sandboxes: int = 1000
+    create_rate_per_s: float = 200.0
+    create_burst: int = 1000
+    facade_host: str = "127.0.0.1"
+    facade_port: int = 0
+    controller_args: tuple[str, ...] = ()
+    facade_args: tuple[str, ...] = ()
+    start_timeout_s: float = 120.0
+    python: str = field(default_factory=lambda: sys.executable)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Stack:
+    """``async with Stack(settings) as stack``: ``stack.url`` and ``stack.token`` to use it."""
+
+    def __init__(
+        self, settings: StackSettings, progress: Callable[[str], None] | None = None
+    ) -> None:
+        self.settings = settings
+        self.say = progress or (lambda _m: None)
+        self.token = secrets.token_urlsafe(24)
+        self.url = ""
+        self.controller_url = ""
+        self.kubeconfig = settings.workdir / "cluster" / "kubeconfig"
+        self.processes: dict[str, asyncio.subprocess.Process] = {}
+
+    async def __aenter__(self) -> Stack:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.stop()
+
+    # --- start ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        s = self.settings
+        s.workdir.mkdir(parents=True, exist_ok=True)
+        cluster_dir = s.workdir / "cluster"
+        args = ["-m", "simcluster", "up", "--profile", s.profile, "--workdir", str(cluster_dir)]
+        args += ["--status-every", "30"]
+        if s.nodes is not None:
+            args += ["--nodes", str(s.nodes)]
+        for override in s.simcluster_overrides:
+            args += ["--set", override]
+        self.say(f"starting simcluster (profile {s.profile})")
+        await self._spawn("simcluster", args)
+        await self._wait_for(
+            "simcluster", lambda: (cluster_dir / "kubeconfig-sandman").exists(), s.start_timeout_s
+        )
+        await self._wait_log("simcluster", b"export KUBECONFIG=")
+        namespace = f"sandman-{s.tenant}"
+        await self._ensure_namespace(namespace)
+        sandman_kubeconfig = str(cluster_dir / "kubeconfig-sandman")
+        health_port = _free_port()
+        self.controller_url = f"http://127.0.0.1:{health_port}"
+        self.say("starting the controller")
+        await self._spawn(
+            "controller",
+            [
+                "-m", "controller", "--kubeconfig", sandman_kubeconfig, "--no-leader-elect",
+                "--health-host", "127.0.0.1", "--health-port", str(health_port),
+                *s.controller_args,
+            ],
+        )  # fmt: skip
+        config = self._write_facade_config(namespace)
+        self.say("starting the facade")
+        await self._spawn(
+            "facade",
+            [
+                "-m", "controller.facade", "--config", str(config),
+                "--kubeconfig", sandman_kubeconfig, "--host", s.facade_host,
+                "--port", str(s.facade_port), *s.facade_args,
+            ],
+        )  # fmt: skip
+        found = await self._wait_log("facade", _LISTENING)
+        self.url = found.group(1).decode()
+        await self._wait_http("controller", f"{self.controller_url}/readyz")
+        await self._wait_http("facade", f"{self.url}/readyz")
+        self.say(f"ready: facade at {self.url}")
+
+    def _write_facade_config(self, namespace: str) -> Path:
+        s = self.settings
+        secret = s.workdir / "facade-secret"
+        secret.write_text(secrets.token_urlsafe(48))
+        secret.chmod(0o600)
+        document = {
+            "secret_file": str(secret),
+            "delivery": {"mode": "local-process", "python": [s.python]},
+            "classes": [{"name": "tiny", "cpu": "250m", "memory": "512Mi"}],
+            "tenants": [
+                {
+                    "name": s.tenant,
+                    "namespace": namespace,
+                    "token_sha256": [hashlib.sha256(self.token.encode()).hexdigest()],
+                    "max_sandboxes": s.max_sandboxes,
+                    "create_rate_per_s": s.create_rate_per_s,
+                    "create_burst": s.create_burst,
+                }
+            ],
+        }
+        path = s.workdir / "facade.yaml"
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        return path
+
+    async def _ensure_namespace(self, namespace: str) -> None:
+        async with await KubeClient.connect(
+            ClientSettings(qps=0, burst=0), kubeconfig=str(self.kubeconfig)
+        ) as client:
+            with contextlib.suppress(AlreadyExists):
+                await client.create(NAMESPACES, {"metadata": {"name": namespace}})
+
+    async def _spawn(self, name: str, args: list[str]) -> None:
+        log = self.settings.workdir / f"{name}.log"
+        with log.open("wb") as out:
+            self.processes[name] = await asyncio.create_subprocess_exec(
+                self.settings.python,
+                *args,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,  # Ctrl-C in a terminal goes to us; we stop them in order
+            )
+
+    def log_path(self, name: str) -> Path:
+        return self.settings.workdir / f"{name}.log"
+
+    def _check_alive(self, name: str) -> None:
+        process = self.processes[name]
+        if process.returncode is not None:
+            tail = self.log_path(name).read_bytes()[-2000:].decode(errors="replace")
+            raise StackError(
+                f"{name} exited with {process.returncode}; {self.log_path(name)} ends:\n{tail}"
+            )
+
+    async def _wait_for(self, name: str, check: Callable[[], bool], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not check():
+            self._check_alive(name)
+            if time.monotonic() > deadline:
+                raise StackError(f"{name} did not come up in {timeout_s:.0f} s")
+            await asyncio.sleep(0.05)
+
+    async def _wait_log(self, name: str, pattern: bytes | re.Pattern[bytes]) -> re.Match[bytes]:
+        regex = pattern if isinstance(pattern, re.Pattern) else re.compile(re.escape(pattern))
+        found: list[re.Match[bytes]] = []
+
+        def check() -> bool:
+            match = regex.search(self.log_path(name).read_bytes())
+            if match:
+                found.append(match)
+            return match is not None
+
+        await self._wait_for(name, check, self.settings.start_timeout_s)
+        return found[0]
+
+    async def _wait_http(self, name: str, url: str) -> None:
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            while True:
+                self._check_alive(name)
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                    async with session.get(url) as response:
+                        if response.status == 200:
+                            return
+                if time.monotonic() > deadline:
+                    raise StackError(f"{name} not ready at {url}; see {self.log_path(name)}")
+                await asyncio.sleep(0.1)
+
+    # --- stop -----------------------------------------------------------------------------
+    async def stop(self, timeout_s: float = 20.0) -> None:
+        """Stop the facade, the controller, then simcluster (which stops its pod processes)."""
+        for name in ("facade", "controller", "simcluster"):
+            process = self.processes.pop(name, None)
+            if process is None:
+                continue
+            if process.returncode is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    await asyncio.wait_for(process.wait(), timeout_s)
+                except TimeoutError:
+                    process.kill()
+                    await process.wait()
