@@ -29,6 +29,9 @@ from controller.kube import NODES, PODS, ClientSettings, KubeClient, KubeError, 
 __all__ = ["main", "run_baseline"]
 
 SCHEDULER_NAME = "baseline"
+#: kube-scheduler's default client limit (client-go: QPS 50, burst 100).
+BUCKET_QPS = 50.0
+BUCKET_BURST = 100
 
 
 def _ready_nodes(listing: dict[str, Any]) -> list[str]:
@@ -41,7 +44,11 @@ def _ready_nodes(listing: dict[str, Any]) -> list[str]:
 
 
 async def run_baseline(
-    client: KubeClient, namespace: str, count: int, qps: float = 50.0, burst: int = 100
+    client: KubeClient,
+    namespace: str,
+    count: int,
+    qps: float = BUCKET_QPS,
+    burst: int = BUCKET_BURST,
 ) -> int:
     """Bind ``count`` pending pods of scheduler ``baseline``, one request in flight."""
     nodes = _ready_nodes(await client.list(NODES))
@@ -93,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kubeconfig", required=True)
     p.add_argument("--namespace", required=True)
     p.add_argument("--count", type=int, required=True)
-    p.add_argument("--qps", type=float, default=50.0)
-    p.add_argument("--burst", type=int, default=100)
+    p.add_argument("--qps", type=float, default=BUCKET_QPS)
+    p.add_argument("--burst", type=int, default=BUCKET_BURST)
     return asyncio.run(_main(p.parse_args(argv)))
 
 

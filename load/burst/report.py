@@ -101,7 +101,7 @@ def write_markdown(r: BurstResult, path: Path) -> str:
             f"| baseline extrapolated to {r.requested:,} (measured rate + one start) "
             f"| {_f(b.extrapolated_s, 1)} s |",
             f"| baseline, analytic QPS-50 model | {_f(b.model_s, 1)} s |",
-            f"| **ratio** baseline / Sandman (extrapolated; model) | "
+            "| **ratio** baseline / Sandman (extrapolated; model) | "
             f"**{_f(b.extrapolated_s / r.all_ready_s, 1)}x**; "
             f"{_f(b.model_s / r.all_ready_s, 1)}x |",
         ]

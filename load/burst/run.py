@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from controller.contract import LABEL_OWNER
 from controller.kube import ClientSettings, KubeClient
 from load.burst import analysis as an
+from load.burst.baseline import BUCKET_BURST
 from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
 from load.burst.cluster import MetricsReader, count_pods, ensure_namespace
 from load.burst.driver import DirectDriver, Driver, FacadeDriver
@@ -213,17 +214,21 @@ def _baseline_result(recorder: PodRecorder, n: int, sample: int, start_s: float)
     rows = list(recorder.sandboxes.values())
     bound = sorted(t for t in (r.bound for r in rows) if t is not None)
     ready = [t for t in (r.ready for r in rows) if t is not None]
+    model_s = an.qps_model_s(n, start_s=start_s)
     if len(bound) < 4:
         nan = math.nan
-        return BaselineResult(sample, nan, nan, nan, nan, an.qps_model_s(n, start_s=start_s))
+        return BaselineResult(sample, nan, nan, nan, nan, model_s)
     rate, head_s, k = an.sustained_rate(bound)
+    # Within a few bursts of the bucket the second half still spends saved tokens: no
+    # sustained rate to extrapolate from.
+    extrapolated = head_s + max(0, n - k) / rate + start_s if k >= 2 * BUCKET_BURST else math.nan
     return BaselineResult(
         sample=sample,
         bound_s=bound[-1],
         ready_s=max(ready) if len(ready) == sample else math.nan,
         binds_per_s=rate,
-        extrapolated_s=head_s + max(0, n - k) / rate + start_s,
-        model_s=an.qps_model_s(n, start_s=start_s),
+        extrapolated_s=extrapolated,
+        model_s=model_s,
     )
 
 

@@ -203,7 +203,7 @@ def write_facade_config(path: Path, s: StackSettings) -> Path:
     """One tenant whose limits never bind in a burst: the benchmark measures the cluster."""
     config = {
         "secret": hashlib.sha256(f"bench-secret:{s.workdir}".encode()).hexdigest(),
-        "delivery": {"mode": "local-process"},
+        "delivery": {"mode": "local-process", "python": [s.python]},
         "classes": [{"name": "tiny", "cpu": "250m", "memory": "512Mi"}],
         "tenants": [
             {

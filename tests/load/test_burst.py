@@ -1,5 +1,6 @@
 """The burst benchmark at CI scale: 500 sandboxes within 2 s on 20 paper-burst nodes, in
-the production process topology (simcluster, controller, facade as separate processes).
+the production process topology (simcluster, controller, facade as separate processes),
+requested through the facade in batches as a trainer would.
 
 Loose thresholds: this is a smoke test of the whole pipeline on a shared machine, not a
 measurement (the full run is ``make bench-burst``; figures in BENCHMARKS.md). What must
@@ -45,7 +46,6 @@ async def test_ci_scale_burst(tmp_path: Path) -> None:
         sandboxes=500,
         window_s=2.0,
         nodes=20,
-        direct=True,
         baseline_sample=150,
         ready_timeout_s=45,
         release_timeout_s=20,
