@@ -33,11 +33,15 @@ __all__ = [
     "sustained_rate",
 ]
 
-#: The transitions recorded per sandbox, in order.
-MILESTONES = ("requested", "created", "bound", "running", "ready")
+#: The transitions recorded per sandbox, in order. ``created`` is when the create request's
+#: response arrived (for a batch: the whole batch's response); ``seen`` is when the pod watch
+#: first showed the pod object, i.e. when the API server had stored it.
+MILESTONES = ("requested", "seen", "created", "bound", "running", "ready")
 #: Stage name → (from milestone, to milestone).
 STAGES: dict[str, tuple[str, str]] = {
     "requested → created": ("requested", "created"),
+    "requested → pod seen": ("requested", "seen"),
+    "pod seen → bound": ("seen", "bound"),
     "created → bound": ("created", "bound"),
     "bound → running": ("bound", "running"),
     "running → ready": ("running", "ready"),
@@ -53,6 +57,7 @@ class SandboxTimes:
 
     id: str
     requested: float | None = None
+    seen: float | None = None
     created: float | None = None
     bound: float | None = None
     running: float | None = None

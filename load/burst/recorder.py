@@ -5,7 +5,8 @@ from another process's wall clock; the burst's stages last milliseconds to secon
 benchmark watches the sandbox pods (admin credentials: the watch is exempt from the
 budget under test) and stamps each transition when it is first seen: ``spec.nodeName`` set
 = bound, phase Running = running, the Ready condition True = ready, DELETED = gone.
-``requested`` and ``created`` are stamped by the request driver around each create call.
+``requested`` and ``created`` are stamped by the request driver around each create call;
+``seen`` is the first event showing the pod at all (the API server has stored it).
 """
 
 from __future__ import annotations
@@ -108,6 +109,8 @@ class PodRecorder:
                 s.deleted = now
             return
         self.live.add(name)
+        if s.seen is None:
+            s.seen = now
         spec, status = pod.get("spec") or {}, pod.get("status") or {}
         if spec.get("nodeName") and s.bound is None:
             s.bound, s.node = now, spec["nodeName"]

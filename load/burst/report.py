@@ -146,9 +146,16 @@ def write_plot(r: BurstResult, path: Path) -> None:
     step = max(end / 500, 0.05)
     xs = [k * step for k in range(int(end / step) + 1)]
     fig, ax = plt.subplots(figsize=(9, 4.5), dpi=110)
-    for milestone, style in (("requested", ":"), ("created", "--"), ("bound", "-"), ("ready", "-")):
+    lines = (
+        ("requested", ":", "requested"),
+        ("seen", "-", "pod stored (watch)"),
+        ("created", "--", "create response"),
+        ("bound", "-", "bound"),
+        ("ready", "-", "Ready"),
+    )
+    for milestone, style, label in lines:
         ys = count_series((s.at(milestone) for s in r.sandboxes), step, end)
-        ax.plot(xs, ys[: len(xs)], style, label=milestone)
+        ax.plot(xs, ys[: len(xs)], style, label=label)
     if not math.isnan(r.lower_bound_s):
         ax.axvline(r.lower_bound_s, color="grey", lw=0.8, label="lower bound")
     ax.set_xlabel("seconds since the first request")

@@ -284,7 +284,12 @@ def _notes(s: BurstSettings, b: ProfileBudget, m: an.BudgetModel) -> list[str]:
         f"{b.creation_rate:g}/s → {m.kubelet_bound_s:.1f} s; container start "
         f"{b.container_start_s:g} s (image preloaded on every node: the node agent's job).",
         "Timestamps: the benchmark's monotonic clock when the pod watch first showed each "
-        "transition (requested/created around the create request).",
+        "transition; requested/created around the create request (with batches, created is "
+        "the whole batch's response), pod seen = the first watch event of the pod.",
+        "Writes: mutating requests answered < 400 by Sandman's service account (controller, "
+        "facade; the benchmark's own creates in direct mode), from the API server's "
+        "apiserver_request_total; the kubelets' status writes and final deletes are node "
+        "traffic in their own priority level and not counted.",
     ]
     if s.baseline_sample:
         notes.append(
