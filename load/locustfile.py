@@ -31,6 +31,7 @@ import gevent
 from gevent.pool import Group
 from locust import FastHttpUser, LoadTestShape, between, events, task
 from locust.env import Environment
+from locust.exception import StopUser
 
 from load.shapes import make_shape
 
@@ -38,6 +39,12 @@ __all__ = ["RolloutUser", "SandmanShape", "TrainerStepUser"]
 
 SB = "/v1/sandboxes"
 DONE = frozenset({"ready", "failed", "terminated"})
+#: Environment attribute counting TrainerStepUsers that ran their ``--steps``.
+FINISHED = "sandman_users_finished"
+
+
+def _finished(environment: Environment) -> int:
+    return int(getattr(environment, FINISHED, 0))
 
 
 @events.init_command_line_parser.add_listener
@@ -49,6 +56,7 @@ def _options(parser: Any) -> None:
     g.add_argument("--tool-calls", type=int, default=5, help="tool calls per rollout")
     g.add_argument("--think-time", type=float, default=1.0, help="mean seconds between calls")
     g.add_argument("--batch", type=int, default=20, help="sandboxes per TrainerStepUser step")
+    g.add_argument("--steps", type=int, default=0, help="steps per TrainerStepUser (0: no end)")
     g.add_argument("--ready-timeout", type=float, default=300.0, help="seconds")
     g.add_argument("--shape", default="none", help="burst, steady-churn, step or none")
     g.add_argument("--shape-users", type=int, default=100, help="peak users of the shape")
@@ -204,6 +212,14 @@ class TrainerStepUser(_SandmanUser):
             group.spawn(self.rollout, sb["id"], since)
         group.join()
         self.call("DELETE", f"{SB}?owner={self.owner}", f"{SB}?owner=[owner]")
+        self.steps_done += 1
+        if self.o.steps and self.steps_done >= self.o.steps:
+            setattr(self.environment, FINISHED, _finished(self.environment) + 1)
+            raise StopUser()
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.steps_done = 0
 
 
 class SandmanShape(LoadTestShape):
@@ -214,7 +230,12 @@ class SandmanShape(LoadTestShape):
     def tick(self) -> tuple[int, float] | None:
         o = self.runner.environment.parsed_options if self.runner else None
         if o is None or o.shape == "none":
-            users = o.num_users if o else 1
-            return (users, o.spawn_rate if o else 1.0)
+            # A shape class replaces locust's own run-time timer: honour -t here.
+            if o is None or (o.run_time and self.get_run_time() >= o.run_time):
+                return None
+            users = o.num_users or 1
+            if o.steps and self.runner and _finished(self.runner.environment) >= users:
+                return None  # every TrainerStepUser ran its --steps
+            return users, o.spawn_rate
         shape = make_shape(o.shape, o.shape_users, o.shape_duration)
         return shape.tick(self.get_run_time())

@@ -1,5 +1,4 @@
-"""The benchmark's small Kubernetes helpers: read simcluster's /metrics, make a namespace,
-wait for an owner's pods to be gone.
+"""The benchmark's small Kubernetes helpers: read simcluster's /metrics, count pods.
 
 Why /metrics over HTTP: the API server's own request counters (per verb, resource, user and
 code) are the only unbiased count of the writes each sandbox cost — the controller's and
@@ -18,12 +17,10 @@ from typing import Any
 import aiohttp
 import yaml
 
-from controller.kube import PODS, AlreadyExists, KubeClient, Resource
+from controller.kube import PODS, KubeClient
 from load.burst.analysis import ApiCounters, parse_metrics
 
-__all__ = ["NAMESPACES", "MetricsReader", "count_pods", "ensure_namespace"]
-
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+__all__ = ["MetricsReader", "count_pods"]
 
 
 class MetricsReader:
@@ -52,13 +49,6 @@ class MetricsReader:
         ):
             resp.raise_for_status()
             return parse_metrics(await resp.text())
-
-
-async def ensure_namespace(client: KubeClient, name: str) -> None:
-    try:
-        await client.create(NAMESPACES, {"metadata": {"name": name}})
-    except AlreadyExists:
-        pass
 
 
 async def count_pods(client: KubeClient, namespace: str, label_selector: str) -> int:

@@ -19,7 +19,7 @@ from controller.kube import ClientSettings, KubeClient
 from load.burst import analysis as an
 from load.burst.baseline import BUCKET_BURST
 from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
-from load.burst.cluster import MetricsReader, count_pods, ensure_namespace
+from load.burst.cluster import MetricsReader, count_pods
 from load.burst.driver import DirectDriver, Driver, FacadeDriver
 from load.burst.progress import Progress
 from load.burst.recorder import PodRecorder
@@ -75,7 +75,6 @@ async def run_burst(s: BurstSettings, say: Say) -> BurstResult:
             await KubeClient.connect(admin_settings, kubeconfig=admin_kc) as admin,
             await KubeClient.connect(_client_settings(), kubeconfig=sandman_kc) as sandman,
         ):
-            await ensure_namespace(admin, st.namespace)
             metrics = MetricsReader(stack.admin_kubeconfig)
             driver: Driver
             if s.direct:

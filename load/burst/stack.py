@@ -28,10 +28,12 @@ from pathlib import Path
 import aiohttp
 import yaml
 
+from controller.kube import AlreadyExists, ClientSettings, KubeClient, Resource
+
 __all__ = ["Stack", "StackError", "StackSettings", "write_facade_config"]
 
 SANDMAN_KUBECONFIG = "kubeconfig-sandman"
-_KUBECONFIG_LINE = re.compile(r"kubeconfig: (\S+)$")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 
 
 class StackError(RuntimeError):
@@ -71,6 +73,7 @@ class Stack:
     async def __aenter__(self) -> Stack:
         try:
             await self._start_simcluster()
+            await self._ensure_namespace()
             await self._start_controller()
             if self.settings.facade:
                 self.facade_url = await start_facade(self)
@@ -145,6 +148,13 @@ class Stack:
             raise StackError(f"no kubeconfig paths in {log}")
         self.admin_kubeconfig, self.sandman_kubeconfig = Path(admin[1]), Path(sandman[1])
         self.say(f"simcluster up; admin kubeconfig {self.admin_kubeconfig}")
+
+    async def _ensure_namespace(self) -> None:
+        """The tenant's namespace (an operator creates it with the tenant)."""
+        settings = ClientSettings(qps=0, max_connections=2)
+        async with await KubeClient.connect(settings, kubeconfig=str(self.admin_kubeconfig)) as c:
+            with contextlib.suppress(AlreadyExists):
+                await c.create(NAMESPACES, {"metadata": {"name": self.settings.namespace}})
 
     async def _start_controller(self) -> None:
         s = self.settings

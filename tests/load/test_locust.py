@@ -69,3 +69,43 @@ def test_locust_loads_the_locustfile() -> None:
         cwd=ROOT,
     )
     assert parsed.returncode == 0, parsed.stderr
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+async def test_locust_trainer_step_against_the_stack(tmp_path: Path) -> None:
+    """Headless locust against the real stack (dev profile: every sandbox runs the daemon as
+    a local process): one batch step per user with tool calls, CSV written, exit code 0; the
+    same run with an impossible threshold exits 1."""
+    import asyncio
+    import csv
+    import os
+
+    from load.burst.stack import Stack, StackSettings
+
+    settings = StackSettings(workdir=tmp_path / "stack", profile="dev", token="locust-test-token")
+    settings.workdir.mkdir()
+    locust = str(Path(sys.executable).with_name("locust"))
+
+    async def run(csv_prefix: Path, *extra: str) -> int:
+        proc = await asyncio.create_subprocess_exec(
+            locust, "-f", str(ROOT / "load" / "locustfile.py"), "--headless",
+            "--host", stack.facade_url, "-u", "2", "-r", "2", "-t", "60s", "--steps", "1",
+            "--batch", "2", "--think-time", "0.1", "--tool-calls", "3",
+            "--csv", str(csv_prefix), "--only-summary", *extra, "TrainerStepUser",
+            env={**os.environ, "SANDMAN_TOKEN": settings.token},
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, cwd=ROOT,
+        )  # fmt: skip
+        return await proc.wait()
+
+    async with Stack(settings, lambda _m: None) as stack:
+        assert await run(tmp_path / "ok") == 0
+        assert await run(tmp_path / "strict", "--max-ready-p95-ms", "1") == 1
+
+    with (tmp_path / "ok_stats.csv").open() as f:
+        rows = {(r["Type"], r["Name"]): r for r in csv.DictReader(f)}
+    assert int(rows[("SANDBOX", "time-to-ready")]["Request Count"]) == 4
+    assert int(rows[("POST", "/v1/sandboxes/[id]/exec")]["Request Count"]) >= 4
+    assert int(rows[("POST", "/v1/batches")]["Failure Count"]) == 0
+    assert all(int(r["Failure Count"]) == 0 for r in rows.values()), rows
