@@ -52,6 +52,7 @@ class BurstResult:
     write_breakdown: dict[str, float]
     throttled_server: float  # 429s from flow control, whole Sandman phase
     throttled_client: int  # 429s the driver saw
+    given_up: dict[str, int]  # reason → sandbox requests the driver gave up on
     admission_rejections: float
     left_after_release: int
     release_s: float
@@ -72,6 +73,12 @@ def _f(x: float, digits: int = 2) -> str:
     return "n/a" if math.isnan(x) else f"{x:,.{digits}f}"
 
 
+def _reasons(counts: dict[str, int]) -> str:
+    if not counts:
+        return ""
+    return "(" + ", ".join(f"{k}: {v:,}" for k, v in sorted(counts.items())) + ") "
+
+
 def write_markdown(r: BurstResult, path: Path) -> str:
     lines = [f"## {r.title}", "", f"- **Command:** `{r.command}`", f"- **Path:** {r.mode}"]
     lines += [f"- {n}" for n in r.notes]
@@ -87,6 +94,8 @@ def write_markdown(r: BurstResult, path: Path) -> str:
         f"| {_f(r.writes_per_sandbox)} |",
         f"| 429s: flow control (server) / seen by the requester | "
         f"{r.throttled_server:,.0f} / {r.throttled_client:,} |",
+        f"| requests given up by the requester | {sum(r.given_up.values()):,} "
+        f"{_reasons(r.given_up)}|",
         f"| kubelet admission rejections | {r.admission_rejections:,.0f} |",
         f"| sandboxes left after release | {r.left_after_release:,} "
         f"(release took {_f(r.release_s, 1)} s) |",

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from controller.contract import LABEL_OWNER
-from controller.kube import ClientSettings, KubeClient
+from controller.kube import ClientSettings, KubeClient, Timeouts
 from load.burst import analysis as an
 from load.burst.baseline import BUCKET_BURST
 from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
@@ -58,8 +58,17 @@ def _stack_settings(s: BurstSettings) -> StackSettings:
 
 
 def _client_settings() -> ClientSettings:
-    """No client-side limit (the server's flow control is under test), patient retries."""
-    return ClientSettings(qps=0, max_connections=128, max_attempts=50, max_retry_after=5)
+    """No client-side limit (the server's flow control is under test), patient retries, and
+    a request timeout longer than the burst: 11,858 creates share 128 connections, and
+    aiohttp's total timeout includes the wait for a pooled connection (a create that timed
+    out is never repeated: it may have landed)."""
+    return ClientSettings(
+        timeouts=Timeouts(request=600),
+        qps=0,
+        max_connections=128,
+        max_attempts=50,
+        max_retry_after=5,
+    )
 
 
 async def run_burst(s: BurstSettings, say: Say) -> BurstResult:
@@ -265,6 +274,7 @@ def _analyse(
         write_breakdown=delta.breakdown(budget.user),
         throttled_server=delta.rejected_429,
         throttled_client=p.driver.stats.throttled,
+        given_up=dict(p.driver.stats.failures),
         admission_rejections=delta.admission_rejections,
         left_after_release=p.left,
         release_s=p.release_s,
