@@ -56,6 +56,7 @@ class BurstResult:
     admission_rejections: float
     left_after_release: int
     release_s: float
+    cpu_s: dict[str, float] = field(default_factory=dict)  # process → CPU s, burst to Ready
     notes: list[str] = field(default_factory=list)
     baseline: BaselineResult | None = None
     checks: list[Check] = field(default_factory=list)
@@ -100,6 +101,9 @@ def write_markdown(r: BurstResult, path: Path) -> str:
         f"| sandboxes left after release | {r.left_after_release:,} "
         f"(release took {_f(r.release_s, 1)} s) |",
         f"| peak binds/s (1 s windows) | {max(r.binds_per_s, default=0):,} |",
+        "| CPU seconds, first request → all Ready | "
+        + ", ".join(f"{k} {v:.1f}" for k, v in r.cpu_s.items())
+        + " |",
     ]
     if r.baseline is not None:
         b = r.baseline

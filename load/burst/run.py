@@ -9,10 +9,13 @@ quotes ratios within the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import psutil
 
 from controller.contract import LABEL_OWNER
 from controller.kube import ClientSettings, KubeClient, Timeouts
@@ -42,6 +45,7 @@ class _Phase:
     after: an.ApiCounters
     left: int
     release_s: float
+    cpu_s: dict[str, float]  # CPU seconds per process, first request → all Ready
 
 
 def _stack_settings(s: BurstSettings) -> StackSettings:
@@ -91,7 +95,7 @@ async def run_burst(s: BurstSettings, say: Say) -> BurstResult:
             else:
                 driver = FacadeDriver(stack.facade_url, st.token, owner, s.image, s.batch)
             try:
-                phase = await _sandman_phase(s, admin, metrics, driver, owner, say)
+                phase = await _sandman_phase(s, admin, metrics, driver, owner, say, stack)
             finally:
                 await driver.close()
             baseline = None
@@ -107,6 +111,7 @@ async def _sandman_phase(
     driver: Driver,
     owner: str,
     say: Say,
+    stack: Stack,
 ) -> _Phase:
     ns = _stack_settings(s).namespace
     selector = f"{LABEL_OWNER}={owner}"
@@ -115,7 +120,9 @@ async def _sandman_phase(
     try:
         before = await metrics.read()
         say(f"firing {s.sandboxes:,} sandbox requests within {s.window_s:g} s ({_mode(s)})")
+        cpu_before = _cpu_seconds(stack)
         await _burst(s, recorder, driver, s.sandboxes, s.ready_timeout_s)
+        cpu = {k: v - cpu_before.get(k, 0.0) for k, v in _cpu_seconds(stack).items()}
         say("releasing every sandbox of the run (one request)")
         start = time.monotonic()
         await driver.release()
@@ -125,7 +132,19 @@ async def _sandman_phase(
         after = await metrics.read()
     finally:
         await recorder.stop()
-    return _Phase(recorder, driver, before, after, left, release_s)
+    return _Phase(recorder, driver, before, after, left, release_s, cpu)
+
+
+def _cpu_seconds(stack: Stack) -> dict[str, float]:
+    """user + system CPU of each stack process and of this one (the benchmark)."""
+    procs = {name: psutil.Process(p.pid) for name, p in stack.procs.items()}
+    procs["benchmark"] = psutil.Process()
+    out = {}
+    for name, proc in procs.items():
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            out[name] = t.user + t.system
+    return out
 
 
 def _mode(s: BurstSettings) -> str:
@@ -275,6 +294,7 @@ def _analyse(
         throttled_server=delta.rejected_429,
         throttled_client=p.driver.stats.throttled,
         given_up=dict(p.driver.stats.failures),
+        cpu_s=p.cpu_s,
         admission_rejections=delta.admission_rejections,
         left_after_release=p.left,
         release_s=p.release_s,
