@@ -62,13 +62,16 @@ def _stack_settings(s: BurstSettings) -> StackSettings:
 
 
 def _client_settings() -> ClientSettings:
-    """No client-side limit (the server's flow control is under test), patient retries, and
-    a request timeout longer than the burst: 11,858 creates share 128 connections, and
-    aiohttp's total timeout includes the wait for a pooled connection (a create that timed
-    out is never repeated: it may have landed)."""
+    """The direct creator's client: the facade's default client-side limit (QPS 1000,
+    burst 2000), so both paths offer the API server the same load (unlimited, the creates
+    drew ~11,000 429s and starved the binds); patient retries; and a request timeout longer
+    than the burst: 11,858 creates share 128 connections, and aiohttp's total timeout
+    includes the wait for a pooled connection (a create that timed out is never repeated:
+    it may have landed)."""
     return ClientSettings(
         timeouts=Timeouts(request=600),
-        qps=0,
+        qps=1000,
+        burst=2000,
         max_connections=128,
         max_attempts=50,
         max_retry_after=5,
