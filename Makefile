@@ -8,7 +8,7 @@ LOAD_STAMP := $(VENV)/.load-installed
 APT_PACKAGES := bubblewrap busybox-static binutils
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-burst simcluster clean
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst simcluster clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman demo
@@ -68,6 +68,9 @@ bench-controller: $(STAMP)
 
 bench-controller-burst: $(STAMP)
 	$(BIN)/python -m controller.bench_burst
+
+bench-facade: $(STAMP)
+	$(BIN)/python -m sandman.bench_facade
 
 # The reference burst (DESIGN.md §3): simcluster paper-burst + controller + facade as separate
 # processes; report in build/bench-burst/<time>/. BURST_ARGS="--direct" skips the facade.

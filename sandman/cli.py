@@ -1,9 +1,11 @@
 """The ``sandman`` command line.
 
-For now it has the embedded demo (``sandman demo``): start a real sandbox daemon as a local
-process and drive a short agent-like sequence of tool calls against it over HTTP. Later issues
-add ``sandman up`` (simcluster + controller + facade), the deployment entry points and the
-trainer conveniences.
+- ``sandman up``: the embedded default (simcluster + controller + facade as processes);
+- ``sandman demo``: ``up`` plus a short trainer-like demo through the SDK, then stop;
+- deployment entry points: ``sandman controller``, ``sandman facade``, ``sandman sim``
+  (the same programs as ``python -m controller``, ``python -m controller.facade`` and
+  ``python -m simcluster``; their flags pass through unchanged);
+- trainer conveniences: ``create``, ``exec``, ``ls``, ``rm`` (see ``sandman create -h``).
 """
 
 from __future__ import annotations
@@ -12,26 +14,69 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from load.burst.cli import add_bench_parser, run_bench
 
 from .demo import run_demo
+from .stack import StackSettings
+from .up import default_workdir, run_up
 
 __all__ = ["main"]
+
+PASSTHROUGH = {
+    "controller": ("controller.__main__", "run the controller (python -m controller)"),
+    "facade": ("controller.facade.__main__", "run the facade (python -m controller.facade)"),
+    "sim": ("simcluster.__main__", "run simcluster (python -m simcluster)"),
+}
+
+
+def _stack_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default="dev", help="simcluster profile (default: dev)")
+    p.add_argument("--nodes", type=int, help="override the profile's node count")
+    p.add_argument("--workdir", type=Path, help="logs, kubeconfigs (default: a new temp dir)")
+    p.add_argument("--port", type=int, default=0, help="facade port (default: any free port)")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sandman", description="Sandboxes for agentic RL.")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="start a local sandbox daemon and run tool calls")
+    up = commands.add_parser("up", help="start simcluster, controller and facade; Ctrl-C stops")
+    _stack_flags(up)
+    up.add_argument("--status-every", type=float, default=10.0, help="seconds")
+    demo = commands.add_parser("demo", help="`up`, a short trainer demo, then stop")
+    _stack_flags(demo)
+    demo.add_argument(
+        "--daemon-only", action="store_true", help="only a local sandbox daemon, no cluster"
+    )
     demo.add_argument("--keep-workdir", action="store_true", help="do not delete the workdir")
     add_bench_parser(commands)
+    for name, (_, help_text) in PASSTHROUGH.items():
+        commands.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
+def _settings(args: argparse.Namespace) -> StackSettings:
+    return StackSettings(
+        workdir=args.workdir or default_workdir(),
+        profile=args.profile,
+        nodes=args.nodes,
+        facade_port=args.port,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in PASSTHROUGH:
+        module = __import__(PASSTHROUGH[argv[0]][0], fromlist=["main"])
+        sys.argv = [f"sandman {argv[0]}", *argv[1:]]
+        return int(module.main(argv[1:]) or 0)
     args = _parser().parse_args(argv)
+    if args.command == "up":
+        return asyncio.run(run_up(_settings(args), args.status_every))
     if args.command == "demo":
+        if args.daemon_only:
+            return asyncio.run(run_demo(keep_workdir=args.keep_workdir))
         return asyncio.run(run_demo(keep_workdir=args.keep_workdir))
     if args.command == "bench":
         return run_bench(args, argv)

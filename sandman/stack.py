@@ -36,6 +36,7 @@ from controller.kube.resources import Resource
 __all__ = ["Stack", "StackError", "StackSettings"]
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 _LISTENING = re.compile(rb"facade listening on (http://\S+)")
 
 
@@ -50,14 +51,23 @@ class StackSettings:
     nodes: int | None = None
     #: Extra ``--set key=value`` overrides for the simcluster profile.
     simcluster_overrides: tuple[str, ...] = ()
-    tenant: str = "dev"
+    #: Tenants, each with its own token and namespace ``sandman-<name>``; the first is the
+    #: one ``Stack.token`` belongs to.
+    tenants: tuple[str, ...] = ("dev",)
     max_sandboxes: int = 1000
     create_rate_per_s: float = 200.0
     create_burst: int = 1000
+    #: A ResourceQuota ``pods`` limit per tenant namespace (the hard backstop behind the
+    #: facade's admission); None: no quota.
+    quota_pods: dict[str, int] = field(default_factory=dict)
+    #: Sandbox classes besides ``tiny`` (facade config entries, e.g. {"name": "huge", ...}).
+    extra_classes: tuple[dict[str, str], ...] = ()
     facade_host: str = "127.0.0.1"
     facade_port: int = 0
     controller_args: tuple[str, ...] = ()
     facade_args: tuple[str, ...] = ()
+    #: Facade processes (stateless replicas sharing one config); the first is ``Stack.url``.
+    facade_replicas: int = 1
     start_timeout_s: float = 120.0
     python: str = field(default_factory=lambda: sys.executable)
 
@@ -76,11 +86,14 @@ class Stack:
     ) -> None:
         self.settings = settings
         self.say = progress or (lambda _m: None)
-        self.token = secrets.token_urlsafe(24)
+        self.tokens = {name: secrets.token_urlsafe(24) for name in settings.tenants}
+        self.token = self.tokens[settings.tenants[0]]
         self.url = ""
+        self.urls: list[str] = []
         self.controller_url = ""
         self.kubeconfig = settings.workdir / "cluster" / "kubeconfig"
         self.processes: dict[str, asyncio.subprocess.Process] = {}
+        self._log_offsets: dict[str, int] = {}
 
     async def __aenter__(self) -> Stack:
         try:
@@ -97,6 +110,36 @@ class Stack:
     async def start(self) -> None:
         s = self.settings
         s.workdir.mkdir(parents=True, exist_ok=True)
+        await self._start_simcluster()
+        for tenant in s.tenants:
+            await self._ensure_namespace(f"sandman-{tenant}", s.quota_pods.get(tenant))
+        self._write_facade_config()
+        # Fixed ports, so a restarted controller or facade keeps its URL.
+        self.controller_url = f"http://127.0.0.1:{_free_port()}"
+        self.url = f"http://{s.facade_host}:{s.facade_port or _free_port()}"
+        self.urls = [self.url] + [
+            f"http://{s.facade_host}:{_free_port()}" for _ in range(s.facade_replicas - 1)
+        ]
+        await self._start_controller()
+        for replica in self._facades():
+            await self._start_facade(replica)
+        await self._wait_http("controller", f"{self.controller_url}/readyz")
+        self.say(f"ready: facade at {self.url}")
+
+    async def restart(self, name: str) -> None:
+        """Stop ``controller`` or a facade (``facade``, ``facade-2``, ...) with SIGTERM and
+        start it again with the same settings and port."""
+        await self._stop_one(name)
+        if name == "controller":
+            await self._start_controller()
+        else:
+            await self._start_facade(name)
+
+    def _facades(self) -> list[str]:
+        return ["facade", *(f"facade-{i + 1}" for i in range(1, len(self.urls)))]
+
+    async def _start_simcluster(self) -> None:
+        s = self.settings
         cluster_dir = s.workdir / "cluster"
         args = ["-m", "simcluster", "up", "--profile", s.profile, "--workdir", str(cluster_dir)]
         args += ["--status-every", "30"]
@@ -110,37 +153,40 @@ class Stack:
             "simcluster", lambda: (cluster_dir / "kubeconfig-sandman").exists(), s.start_timeout_s
         )
         await self._wait_log("simcluster", b"export KUBECONFIG=")
-        namespace = f"sandman-{s.tenant}"
-        await self._ensure_namespace(namespace)
-        sandman_kubeconfig = str(cluster_dir / "kubeconfig-sandman")
-        health_port = _free_port()
-        self.controller_url = f"http://127.0.0.1:{health_port}"
+
+    @property
+    def service_kubeconfig(self) -> str:
+        """The kubeconfig of Sandman's service account (its own API priority level)."""
+        return str(self.settings.workdir / "cluster" / "kubeconfig-sandman")
+
+    async def _start_controller(self) -> None:
         self.say("starting the controller")
+        port = self.controller_url.rsplit(":", 1)[1]
         await self._spawn(
             "controller",
             [
-                "-m", "controller", "--kubeconfig", sandman_kubeconfig, "--no-leader-elect",
-                "--health-host", "127.0.0.1", "--health-port", str(health_port),
-                *s.controller_args,
+                "-m", "controller", "--kubeconfig", self.service_kubeconfig, "--no-leader-elect",
+                "--health-host", "127.0.0.1", "--health-port", port,
+                *self.settings.controller_args,
             ],
         )  # fmt: skip
-        config = self._write_facade_config(namespace)
-        self.say("starting the facade")
-        await self._spawn(
-            "facade",
-            [
-                "-m", "controller.facade", "--config", str(config),
-                "--kubeconfig", sandman_kubeconfig, "--host", s.facade_host,
-                "--port", str(s.facade_port), *s.facade_args,
-            ],
-        )  # fmt: skip
-        found = await self._wait_log("facade", _LISTENING)
-        self.url = found.group(1).decode()
-        await self._wait_http("controller", f"{self.controller_url}/readyz")
-        await self._wait_http("facade", f"{self.url}/readyz")
-        self.say(f"ready: facade at {self.url}")
 
-    def _write_facade_config(self, namespace: str) -> Path:
+    async def _start_facade(self, name: str) -> None:
+        self.say(f"starting the {name}")
+        url = self.urls[self._facades().index(name)]
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        await self._spawn(
+            name,
+            [
+                "-m", "controller.facade", "--config", str(self.settings.workdir / "facade.yaml"),
+                "--kubeconfig", self.service_kubeconfig, "--host", host, "--port", port,
+                *self.settings.facade_args,
+            ],
+        )  # fmt: skip
+        await self._wait_log(name, _LISTENING)
+        await self._wait_http(name, f"{url}/readyz")
+
+    def _write_facade_config(self) -> Path:
         s = self.settings
         secret = s.workdir / "facade-secret"
         secret.write_text(secrets.token_urlsafe(48))
@@ -148,32 +194,45 @@ class Stack:
         document = {
             "secret_file": str(secret),
             "delivery": {"mode": "local-process", "python": [s.python]},
-            "classes": [{"name": "tiny", "cpu": "250m", "memory": "512Mi"}],
+            "classes": [
+                {"name": "tiny", "cpu": "250m", "memory": "512Mi"},
+                *s.extra_classes,
+            ],
             "tenants": [
                 {
-                    "name": s.tenant,
-                    "namespace": namespace,
-                    "token_sha256": [hashlib.sha256(self.token.encode()).hexdigest()],
+                    "name": name,
+                    "namespace": f"sandman-{name}",
+                    "token_sha256": [hashlib.sha256(token.encode()).hexdigest()],
                     "max_sandboxes": s.max_sandboxes,
                     "create_rate_per_s": s.create_rate_per_s,
                     "create_burst": s.create_burst,
                 }
+                for name, token in self.tokens.items()
             ],
         }
         path = s.workdir / "facade.yaml"
         path.write_text(yaml.safe_dump(document, sort_keys=False))
         return path
 
-    async def _ensure_namespace(self, namespace: str) -> None:
+    async def _ensure_namespace(self, namespace: str, quota_pods: int | None) -> None:
         async with await KubeClient.connect(
             ClientSettings(qps=0, burst=0), kubeconfig=str(self.kubeconfig)
         ) as client:
             with contextlib.suppress(AlreadyExists):
                 await client.create(NAMESPACES, {"metadata": {"name": namespace}})
+            if quota_pods is not None:
+                quota = {
+                    "metadata": {"name": "sandman-backstop"},
+                    "spec": {"hard": {"pods": str(quota_pods)}},
+                }
+                with contextlib.suppress(AlreadyExists):
+                    await client.create(RESOURCE_QUOTAS, quota, namespace)
 
     async def _spawn(self, name: str, args: list[str]) -> None:
-        log = self.settings.workdir / f"{name}.log"
-        with log.open("wb") as out:
+        log = self.log_path(name)
+        # Appended, so a restarted process keeps its predecessor's log; waits read from here.
+        self._log_offsets[name] = log.stat().st_size if log.exists() else 0
+        with log.open("ab") as out:
             self.processes[name] = await asyncio.create_subprocess_exec(
                 self.settings.python,
                 *args,
@@ -208,7 +267,9 @@ class Stack:
         found: list[re.Match[bytes]] = []
 
         def check() -> bool:
-            match = regex.search(self.log_path(name).read_bytes())
+            with self.log_path(name).open("rb") as log:
+                log.seek(self._log_offsets.get(name, 0))
+                match = regex.search(log.read())
             if match:
                 found.append(match)
             return match is not None
@@ -230,16 +291,18 @@ class Stack:
                 await asyncio.sleep(0.1)
 
     # --- stop -----------------------------------------------------------------------------
-    async def stop(self, timeout_s: float = 20.0) -> None:
+    async def stop(self) -> None:
         """Stop the facade, the controller, then simcluster (which stops its pod processes)."""
-        for name in ("facade", "controller", "simcluster"):
-            process = self.processes.pop(name, None)
-            if process is None:
-                continue
-            if process.returncode is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    await asyncio.wait_for(process.wait(), timeout_s)
-                except TimeoutError:
-                    process.kill()
-                    await process.wait()
+        for name in (*self._facades(), "controller", "simcluster"):
+            await self._stop_one(name)
+
+    async def _stop_one(self, name: str, timeout_s: float = 20.0) -> None:
+        process = self.processes.pop(name, None)
+        if process is None or process.returncode is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), timeout_s)
+        except TimeoutError:
+            process.kill()
+            await process.wait()

@@ -21,6 +21,7 @@ from simcluster.kubelet.kubelet import VIRTUAL_LABEL, Kubelet, NodeSettings
 from simcluster.kubelet.metrics import KubeletMetrics
 from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
 from simcluster.kubelet.runtime import Runtime, VirtualRuntime
+from simcluster.network import PodNetwork
 from simcluster.quantity import format_cpu, format_memory, to_milli, to_units
 
 __all__ = ["ADMIN", "Cluster", "ClusterSettings"]
@@ -65,12 +66,17 @@ class Cluster:
         self.kubelet_metrics = KubeletMetrics(self.server.metrics.registry)
         if isinstance(self.runtime, ProcessRuntime):
             self.server.core.strategies.log_reader = self.runtime.read_log
+        # Process-mode pods listen on loopback addresses: reserve a range no other cluster
+        # on this machine uses (virtual pods listen nowhere and share the default range).
+        self.network = PodNetwork(settings.nodes)
         self.kubeconfig = workdir / "kubeconfig"
         self.kubeconfigs: dict[str, Path] = {}
         self._admin = LocalClient(self.server.dispatcher, ADMIN)
 
     async def start(self, progress: Progress | None = None) -> None:
         say = progress or (lambda _msg: None)
+        if isinstance(self.runtime, ProcessRuntime):
+            self.network.reserve()
         await self.server.start()
         self.server.kubeconfig(self.kubeconfig, ADMIN)
         for fname, sa in self.settings.service_account_kubeconfigs:
@@ -110,6 +116,7 @@ class Cluster:
                     self.settings.node,
                     self.settings.seed,
                     self.kubelet_metrics,
+                    network=self.network.first,
                 )
                 self.kubelets[name] = k
                 new.append(k)
@@ -122,6 +129,7 @@ class Cluster:
         self.kubelets.clear()
         await self.runtime.close()
         await self.server.stop()
+        self.network.release()
 
     # --- helpers -------------------------------------------------------------------------
     async def _ensure(self, spec: tuple[str, str, dict[str, Any]]) -> None:

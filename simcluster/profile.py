@@ -37,7 +37,14 @@ _NODES = {
     "creation_concurrency", "start_latency_s", "start_jitter_s", "lease_interval_s",
     "status_interval_s", "preloaded_images", "restart_backoff_s",
 }  # fmt: skip
-_IMAGES = {"pull_base_s", "pull_bandwidth", "pull_parallelism", "default_size", "sizes"}
+_IMAGES = {
+    "pull_base_s",
+    "pull_bandwidth",
+    "pull_parallelism",
+    "default_size",
+    "sizes",
+    "unpullable",
+}
 
 
 class ProfileError(SimclusterError):
@@ -111,6 +118,7 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             parallelism=int(images.get("pull_parallelism", 0)),
             default_size=to_units(images.get("default_size", "100Mi")),
             sizes={k: to_units(v) for k, v in (images.get("sizes") or {}).items()},
+            unpullable=tuple(images.get("unpullable", PullSettings().unpullable)),
         )
         node = NodeSettings(
             cpu=str(nodes.get("cpu", "16")),

@@ -28,6 +28,9 @@ hypothesis_settings.load_profile(
 )
 
 LEAK_GRACE_S = 3.0
+#: Processes a module- or session-scoped fixture started during a test (e.g. a restarted
+#: facade): owned by the fixture, not leaked by the test. Their children are exempt too.
+FIXTURE_PIDS = pytest.StashKey[set[int]]()
 
 
 @pytest.fixture(scope="session")
@@ -77,13 +80,24 @@ def _children() -> dict[int, str]:
     return out
 
 
+def _fixture_owned(config: pytest.Config) -> set[int]:
+    owned: set[int] = set()
+    for pid in config.stash.get(FIXTURE_PIDS, set()):
+        try:
+            owned |= {pid} | {c.pid for c in psutil.Process(pid).children(recursive=True)}
+        except psutil.Error:
+            pass
+    return owned
+
+
 @pytest.fixture(autouse=True)
-def _no_leaked_processes() -> Iterator[None]:
+def _no_leaked_processes(pytestconfig: pytest.Config) -> Iterator[None]:
     before = set(_children())
     yield
     deadline = time.monotonic() + LEAK_GRACE_S
     while True:
-        leaked = {pid: cmd for pid, cmd in _children().items() if pid not in before}
+        exempt = before | _fixture_owned(pytestconfig)
+        leaked = {pid: cmd for pid, cmd in _children().items() if pid not in exempt}
         if not leaked or time.monotonic() > deadline:
             break
         time.sleep(0.05)

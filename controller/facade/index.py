@@ -31,6 +31,7 @@ from controller.cache import Obj
 from controller.contract import LABEL_OWNER, LABEL_SANDBOX
 from controller.informer import Handlers, Informer
 
+from .leases import lease_name
 from .models import Sandbox, SandboxState
 from .state import GC_REASONS, attempt_of, is_live, sandbox_from_pod
 
@@ -65,6 +66,9 @@ class IndexSettings:
     #: Tombstones kept (most recent) and for how long (s).
     tombstones: int = 50_000
     tombstone_s: float = 900.0
+    #: A wait on an id this replica has not seen gives up after this long (s): long enough
+    #: for another replica's create to reach our watch, short enough for a typo.
+    unknown_grace_s: float = 5.0
 
 
 class SandboxIndex:
@@ -82,6 +86,7 @@ class SandboxIndex:
         self._unschedulable: dict[str, str] = {}  # pod uid -> message
         self._gc_reason: dict[str, str] = {}  # pod uid -> collector's reason
         self._uid_key: dict[str, SandboxKey] = {}  # cached or buried pod uid -> sandbox
+        self._expired_leases: dict[tuple[str, str], float] = {}  # (ns, lease) -> seen at
         self._ready_uids: set[str] = set()
         self._live: dict[str, int] = {}  # namespace -> live pods
         self._waiters: dict[SandboxKey, list[asyncio.Event]] = {}
@@ -139,12 +144,15 @@ class SandboxIndex:
         self, namespace: str, sid: str, until: frozenset[SandboxState], timeout_s: float
     ) -> Sandbox | None:
         """The sandbox once its state is in ``until`` (or final), or as it is at the timeout."""
-        deadline = self._clock() + timeout_s
+        started = self._clock()
+        deadline = started + timeout_s
         key = (namespace, sid)
         while True:
             current = self.get(namespace, sid)
             if current is not None and (current.state in until or current.state in FINAL):
                 return current
+            if current is None:
+                deadline = min(deadline, started + self.settings.unknown_grace_s)
             remaining = deadline - self._clock()
             if remaining <= 0:
                 return current
@@ -195,6 +203,9 @@ class SandboxIndex:
         for uid, key in list(self._uid_key.items()):
             if key not in buried and not self.pods(*key):
                 del self._uid_key[uid]
+        for lease, at in list(self._expired_leases.items()):
+            if now - at >= self.settings.tombstone_s:
+                del self._expired_leases[lease]
         if len(self._gc_reason) > self.settings.tombstones:
             self._gc_reason.clear()  # Events for pods never seen: nothing waits for them
 
@@ -239,7 +250,11 @@ class SandboxIndex:
             tomb = msgspec.structs.replace(last, message=last.message or "the sandbox was deleted")
         else:
             # The collector's Event usually arrives after the delete: _event() fills it in.
-            reason = GC_REASONS.get(self._gc_reason.pop(uid, ""), "deleted")
+            gc_reason = self._gc_reason.pop(uid, "")
+            ns = key[0]
+            if not gc_reason and (ns, lease_name(last.owner)) in self._expired_leases:
+                gc_reason = "owner-expired"
+            reason = GC_REASONS.get(gc_reason, "deleted")
             tomb = msgspec.structs.replace(
                 last,
                 state="failed" if last.state == "pending" else "terminated",
@@ -276,6 +291,9 @@ class SandboxIndex:
             # controller/gc.py writes "deleted by the sandbox garbage collector: <reason>".
             message = str(event.get("message") or "")
             gc_reason = message.rsplit(": ", 1)[-1].split(" ", 1)[0]
+            if involved.get("kind") == "Lease":
+                self._owner_expired(involved.get("namespace", ""), involved.get("name", ""))
+                return
             key = self._uid_key.get(uid)
             tomb = self._tombstones.get(key) if key is not None else None
             if tomb is not None and tomb[0].reason == "deleted":
@@ -286,6 +304,19 @@ class SandboxIndex:
                 self._tombstones[key] = (sandbox, tomb[1])  # type: ignore[index]
             elif tomb is None:
                 self._gc_reason[uid] = gc_reason
+
+    def _owner_expired(self, namespace: str, lease: str) -> None:
+        """The collector deleted a whole owner (one deletecollection, one Event on its Lease)."""
+        self._expired_leases[(namespace, lease)] = self._clock()
+        for key, (tomb, at) in list(self._tombstones.items()):
+            if key[0] == namespace and tomb.reason == "deleted" and lease_name(tomb.owner) == lease:
+                reason = GC_REASONS["owner-expired"]
+                self._tombstones[key] = (
+                    msgspec.structs.replace(
+                        tomb, reason=reason, message=f"the sandbox was deleted ({reason})"
+                    ),
+                    at,
+                )
 
     def _wake_pod(self, uid: str) -> None:
         key = self._uid_key.get(uid)

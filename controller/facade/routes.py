@@ -69,7 +69,7 @@ ROUTES: tuple[Route, ...] = (
         "GET",
         "/v1/sandboxes/{id}",
         "get",
-        "Get a sandbox; `wait=ready|started|gone` waits (watch cache) up to `timeout_s`",
+        "Get a sandbox; `wait=ready|started|final` waits (watch cache) up to `timeout_s`",
         None,
         m.Sandbox,
         query=("wait", "timeout_s"),

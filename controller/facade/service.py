@@ -50,7 +50,7 @@ __all__ = ["SandboxService", "ServiceSettings"]
 WAIT_UNTIL: dict[str, frozenset[SandboxState]] = {
     "ready": frozenset({"ready"}),
     "started": frozenset({"starting", "ready"}),
-    "gone": frozenset(),
+    "final": frozenset(),  # until failed, terminated or releasing
 }
 
 

@@ -7,6 +7,7 @@ Concurrent pods wanting the same absent image share one pull, as with containerd
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -24,6 +25,10 @@ class PullSettings:
     )
     default_size: int = 100 * 2**20
     sizes: Mapping[str, int] = field(default_factory=dict)  # image (as written) -> bytes
+    #: Glob patterns (on the normalized name) of images whose pull fails: ErrImagePull, as
+    #: for an image that does not exist. ``.invalid`` is reserved (RFC 2606), so it never
+    #: names a real registry.
+    unpullable: tuple[str, ...] = ("*.invalid/*",)
 
     def size_of(self, image: str) -> int:
         return int(self.sizes.get(image, self.default_size))
@@ -72,6 +77,12 @@ class ImageCache:
             raise RuntimeStartError(
                 "ErrImageNeverPull",
                 f'Container image "{image}" is not present with pull policy of Never',
+            )
+        if any(fnmatch.fnmatchcase(key, pattern) for pattern in self.settings.unpullable):
+            await asyncio.sleep(self.settings.base_s)
+            raise RuntimeStartError(
+                "ErrImagePull",
+                f'failed to pull and unpack image "{key}": not found',
             )
         task = self._pulls.get(key)
         if task is None:

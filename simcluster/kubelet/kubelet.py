@@ -13,6 +13,7 @@ the object (delete with grace 0 and a uid precondition), as upstream does.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import random
 import time
@@ -57,9 +58,9 @@ class NodeSettings:
     kubelet_version: str = "v1.32.0-simcluster"
 
 
-def node_ip(index: int, host: int = 1) -> str:
-    """Node ``index``'s loopback /24: 127.<1+index//256>.<index%256>.<host>."""
-    return f"127.{1 + index // 256}.{index % 256}.{host}"
+def node_ip(index: int, host: int = 1, network: int = 1) -> str:
+    """Node ``index``'s loopback /24: 127.<network+index//256>.<index%256>.<host>."""
+    return f"127.{network + index // 256}.{index % 256}.{host}"
 
 
 @dataclass
@@ -87,13 +88,14 @@ class Kubelet:
         settings: NodeSettings,
         seed: int = 0,
         metrics: KubeletMetrics | None = None,
+        network: int = 1,
     ) -> None:
         self.name = name
         self.index = index
         self.client = client
         self.runtime = runtime
         self.settings = settings
-        self.ip = node_ip(index)
+        self.ip = node_ip(index, network=network)
         self.cap_cpu = to_milli(settings.cpu)
         self.cap_mem = to_units(settings.memory)
         self.pods: dict[str, _PodState] = {}
@@ -103,7 +105,9 @@ class Kubelet:
         self.limiter = CreationLimiter(settings.creation_rate, settings.creation_concurrency)
         self.paused = asyncio.Event()
         self.paused.set()  # set = running
-        self._free_ips = [node_ip(index, h) for h in range(254, 1, -1)]
+        # First in, first out, and an address comes back only once its pod's processes have
+        # stopped: a new pod never lands on an address a dying one still listens on.
+        self._free_ips = collections.deque(node_ip(index, h, network) for h in range(2, 255))
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self.started = 0  # pods that reached Running
@@ -205,12 +209,19 @@ class Kubelet:
         self.pods.pop(st.uid, None)
         if st.task is not None and not st.task.done():
             st.task.cancel()
+        ip, st.ip = st.ip, ""
         if st.sandbox is not None:
             sandbox, st.sandbox = st.sandbox, None
-            self._spawn(self.runtime.stop(sandbox, 0), f"stop {st.name}")
-        if st.ip:
-            self._free_ips.append(st.ip)
-            st.ip = ""
+            self._spawn(self._stop_then_free(sandbox, ip), f"stop {st.name}")
+        elif ip:
+            self._free_ips.append(ip)
+
+    async def _stop_then_free(self, sandbox: Sandbox, ip: str) -> None:
+        try:
+            await self.runtime.stop(sandbox, 0)
+        finally:
+            if ip:
+                self._free_ips.append(ip)
 
     def _admit(self, pod: Obj) -> None:
         active = [s for s in self.pods.values() if s.active]
@@ -245,7 +256,7 @@ class Kubelet:
                     await self.images.ensure(
                         c.get("image", ""), c.get("imagePullPolicy", "IfNotPresent")
                     )
-                st.ip = self._free_ips.pop()
+                st.ip = self._free_ips.popleft()
                 s = self.settings
                 await asyncio.sleep(
                     max(

@@ -7,30 +7,74 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
-from anyio.from_thread import start_blocking_portal
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from sandman.stack import Stack, StackSettings
+from tests.conftest import FIXTURE_PIDS
+
+
+@dataclass(frozen=True)
+class RunningStack:
+    """What tests need of a :class:`Stack` that lives on the portal's event loop."""
+
+    stack: Stack
+    portal: BlockingPortal
+    config: pytest.Config
+
+    @property
+    def url(self) -> str:
+        return self.stack.url
+
+    @property
+    def urls(self) -> list[str]:
+        return self.stack.urls
+
+    @property
+    def token(self) -> str:
+        return self.stack.token
+
+    @property
+    def tokens(self) -> dict[str, str]:
+        return self.stack.tokens
+
+    async def restart(self, name: str) -> None:
+        await anyio.to_thread.run_sync(self.portal.call, self.stack.restart, name)
+        owned = self.config.stash.setdefault(FIXTURE_PIDS, set())
+        owned.add(self.stack.processes[name].pid)
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
+    request: pytest.FixtureRequest,
+) -> Iterator[RunningStack]:
+    """Per module; a module's ``STACK`` dict overrides settings (e.g. profile, nodes)."""
     workdir = Path(tmp_path_factory.mktemp("stack"))
+    overrides = getattr(request.module, "STACK", {})
     settings = StackSettings(
         workdir=workdir,
+        tenants=("dev", "other"),
+        quota_pods={"other": 3},
+        facade_replicas=2,
+        extra_classes=({"name": "huge", "cpu": "64", "memory": "1Gi"},),
         max_sandboxes=600,
         create_rate_per_s=2000,
         create_burst=600,
         # Short retention so released/finished pods leave quickly; GC every 0.5 s.
         controller_args=("--terminal-retention", "2"),
+        **overrides,
     )
     with start_blocking_portal() as portal:
         running = Stack(settings)
         portal.call(running.start)
         try:
-            yield running
+            yield RunningStack(running, portal, pytestconfig)
         finally:
             portal.call(running.stop)
 

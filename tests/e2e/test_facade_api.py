@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from sandman.stack import Stack
+from tests.e2e.conftest import RunningStack as Stack
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 IMAGE = "registry.example/tasks/demo:1"
@@ -106,7 +107,7 @@ async def test_idempotent_create_and_batch(http: aiohttp.ClientSession, owner: s
 async def test_bad_input_gets_typed_errors(http: aiohttp.ClientSession, stack: Stack) -> None:
     cases: list[tuple[str, str, Any, int, str]] = [
         ("POST", "/v1/sandboxes", {"image": IMAGE}, 400, "invalid_request"),
-        ("POST", "/v1/sandboxes", {"image": IMAGE, "owner": "o", "class": "huge"}, 400,
+        ("POST", "/v1/sandboxes", {"image": IMAGE, "owner": "o", "class": "colossal"}, 400,
          "unknown_class"),
         ("POST", "/v1/sandboxes", {"image": IMAGE, "owner": "bad owner!"}, 400, "invalid_owner"),
         ("POST", "/v1/sandboxes", {"image": IMAGE, "owner": "o", "ttl_s": 0}, 400,
@@ -149,3 +150,164 @@ async def test_quota_is_a_429_with_retry_after(http: aiohttp.ClientSession, owne
         assert int(r.headers["Retry-After"]) >= 1
     await _release_owner(http, owner)
     await _gone(http, owner, timeout_s=60)
+
+
+async def test_facade_restart_loses_nothing(
+    http: aiohttp.ClientSession, stack: Stack, owner: str
+) -> None:
+    spec = {"image": IMAGE, "owner": owner}
+    async with http.post("/v1/batches", json={"spec": spec, "count": 3}) as r:
+        ids = [s["id"] for s in (await _json(r))["sandboxes"]]
+    for sid in ids:
+        async with http.get(f"/v1/sandboxes/{sid}", params={"wait": "ready"}) as r:
+            assert (await _json(r))["state"] == "ready"
+    async with http.post(f"/v1/sandboxes/{ids[0]}/exec", json={"command": "echo kept > /tmp/k"}):
+        pass
+    await stack.restart("facade")
+    async with http.get("/v1/sandboxes", params={"owner": owner}) as r:
+        assert sorted(s["id"] for s in (await _json(r))["items"]) == sorted(ids)
+    async with http.get(f"/v1/sandboxes/{ids[0]}/files", params={"path": "/tmp/k"}) as r:
+        assert await r.read() == b"kept\n"  # the same sandbox, its files intact
+    await _release_owner(http, owner)
+    await _gone(http, owner)
+
+
+async def test_another_tenants_sandbox_is_a_404(
+    http: aiohttp.ClientSession, stack: Stack, owner: str
+) -> None:
+    async with http.post("/v1/sandboxes", json={"image": IMAGE, "owner": owner}) as r:
+        sid = (await _json(r))["id"]
+    other = {"Authorization": f"Bearer {stack.tokens['other']}"}
+    async with aiohttp.ClientSession(stack.url, headers=other) as intruder:
+        for method, path in (
+            ("GET", f"/v1/sandboxes/{sid}"),
+            ("DELETE", f"/v1/sandboxes/{sid}"),
+            ("POST", f"/v1/sandboxes/{sid}/exec"),
+        ):
+            async with intruder.request(method, path, json={"command": "id"}) as r:
+                assert r.status == 404, (method, path, await r.text())
+        async with intruder.get("/v1/sandboxes", params={"owner": owner}) as r:
+            assert (await _json(r))["items"] == []
+    async with http.get(f"/v1/sandboxes/{sid}") as r:
+        assert r.status == 200
+    await _release_owner(http, owner)
+    await _gone(http, owner)
+
+
+async def test_resource_quota_is_the_backstop(stack: Stack, owner: str) -> None:
+    """The namespace's ResourceQuota (pods: 3) refuses what the facade's own limit allows."""
+    headers = {"Authorization": f"Bearer {stack.tokens['other']}"}
+    async with aiohttp.ClientSession(stack.url, headers=headers) as other:
+        batch = {"spec": {"image": IMAGE, "owner": owner}, "count": 5}
+        async with other.post("/v1/batches", json=batch) as r:
+            body = await _json(r)
+        assert len(body["sandboxes"]) == 3
+        assert [f["reason"] for f in body["failed"]] == ["quota_exceeded"] * 2
+        async with other.post("/v1/sandboxes", json=batch["spec"]) as r:
+            assert r.status == 429 and (await _json(r))["error"]["reason"] == "quota_exceeded"
+        await _release_owner(other, owner)
+        await _gone(other, owner)
+
+
+async def test_failures_are_typed(http: aiohttp.ClientSession, owner: str) -> None:
+    created = {}
+    for name, spec in (
+        ("huge", {"image": IMAGE, "owner": owner, "class": "huge"}),
+        ("ghost", {"image": "registry.invalid/none:1", "owner": owner}),
+        ("victim", {"image": IMAGE, "owner": owner}),
+    ):
+        async with http.post("/v1/sandboxes", json=spec) as r:
+            created[name] = (await _json(r))["id"]
+    wait = {"wait": "ready", "timeout_s": "8"}
+    async with http.get(f"/v1/sandboxes/{created['huge']}", params=wait) as r:
+        huge = await _json(r)
+    assert (huge["state"], huge["reason"]) == ("pending", "unschedulable"), huge
+    assert "Insufficient cpu" in huge["message"]
+    async with http.get(f"/v1/sandboxes/{created['ghost']}", params=wait) as r:
+        ghost = await _json(r)
+    assert (ghost["state"], ghost["reason"]) == ("failed", "image_pull_failed"), ghost
+    victim = created["victim"]
+    async with http.get(f"/v1/sandboxes/{victim}", params=wait) as r:
+        assert (await _json(r))["state"] == "ready"
+    async with http.get(f"/v1/sandboxes/{victim}/info") as r:
+        pid = (await _json(r))["pid"]
+    async with http.post(f"/v1/sandboxes/{victim}/exec", json={"command": f"kill -9 {pid}"}):
+        pass  # the daemon dies under the call: 502 daemon_unreachable, or an answer first
+    async with http.get(f"/v1/sandboxes/{victim}", params={**wait, "wait": "final"}) as r:
+        dead = await _json(r)
+    assert (dead["state"], dead["reason"]) == ("terminated", "sandbox_failed"), dead
+    async with http.post(f"/v1/sandboxes/{victim}/exec", json={"command": "true"}) as r:
+        assert r.status == 410 and (await _json(r))["error"]["reason"] == "sandbox_terminated"
+    await _release_owner(http, owner)
+    await _gone(http, owner)
+
+
+async def test_streaming_exec_and_background_process_through_the_facade(
+    http: aiohttp.ClientSession, owner: str
+) -> None:
+    async with http.post("/v1/sandboxes", json={"image": IMAGE, "owner": owner}) as r:
+        sid = (await _json(r))["id"]
+    async with http.get(f"/v1/sandboxes/{sid}", params={"wait": "ready"}) as r:
+        assert (await _json(r))["state"] == "ready"
+    body = {"command": "for i in 1 2 3; do echo line$i; sleep 0.05; done"}
+    async with http.post(f"/v1/sandboxes/{sid}/exec/stream", json=body) as r:
+        assert r.headers["Content-Type"].startswith("application/x-ndjson"), await r.text()
+        lines = [json.loads(line) async for line in r.content if line.strip()]
+    assert "".join(e.get("data", "") for e in lines if e["event"] == "stdout") == (
+        "line1\nline2\nline3\n"
+    )
+    assert lines[-1]["event"] == "exit" and lines[-1]["result"]["exit_code"] == 0
+    proc = {"command": "echo started; sleep 30", "name": "srv"}
+    async with http.post(f"/v1/sandboxes/{sid}/processes", json=proc) as r:
+        assert r.status in (200, 201), await r.text()
+        pid = (await _json(r))["id"]
+    async with http.post(f"/v1/sandboxes/{sid}/processes/{pid}/signal", json={"signal": "TERM"}):
+        pass
+    async with http.post(f"/v1/sandboxes/{sid}/processes/{pid}/wait", json={"timeout_s": 5}) as r:
+        assert (await _json(r))["running"] is False
+    await _release_owner(http, owner)
+    await _gone(http, owner)
+
+
+async def test_an_owner_whose_lease_lapses_loses_its_sandboxes(
+    http: aiohttp.ClientSession, owner: str
+) -> None:
+    async with http.put(f"/v1/owners/{owner}/lease", json={"duration_s": 5}) as r:
+        assert r.status == 200 and (await _json(r))["duration_s"] == 5
+    async with http.post("/v1/batches", json={"spec": {"image": IMAGE, "owner": owner},
+                                              "count": 2}) as r:  # fmt: skip
+        ids = [s["id"] for s in (await _json(r))["sandboxes"]]
+    async with http.put(f"/v1/owners/{owner}/lease", json={"duration_s": 5}) as r:
+        assert r.status == 200  # a renewal is one patch
+    # No more renewals: after 5 s the controller's collector deletes the owner's sandboxes.
+    params = {"wait": "final", "timeout_s": "30"}
+    for sid in ids:
+        async with http.get(f"/v1/sandboxes/{sid}", params=params) as r:
+            final = await _json(r)
+        assert final["state"] in ("releasing", "terminated", "failed"), final
+    await _gone(http, owner, timeout_s=30)
+    async with http.get(f"/v1/sandboxes/{ids[0]}") as r:
+        gone = await _json(r)
+    assert (gone["state"], gone["reason"]) in {
+        ("terminated", "owner_expired"),
+        ("failed", "owner_expired"),
+    }, gone
+
+
+async def test_replicas_are_interchangeable(stack: Stack, owner: str) -> None:
+    """Created through one facade replica, used and released through another."""
+    headers = {"Authorization": f"Bearer {stack.token}"}
+    first, second = stack.urls
+    async with (
+        aiohttp.ClientSession(first, headers=headers) as a,
+        aiohttp.ClientSession(second, headers=headers) as b,
+    ):
+        async with a.post("/v1/sandboxes", json={"image": IMAGE, "owner": owner}) as r:
+            sid = (await _json(r))["id"]
+        async with b.get(f"/v1/sandboxes/{sid}", params={"wait": "ready"}) as r:
+            assert (await _json(r))["state"] == "ready"
+        async with b.post(f"/v1/sandboxes/{sid}/exec", json={"command": "echo via-b"}) as r:
+            assert (await _json(r))["stdout"]["data"] == "via-b\n"  # same derived token
+        async with b.delete(f"/v1/sandboxes/{sid}") as r:
+            assert r.status == 202
+        await _gone(a, owner)

@@ -181,6 +181,23 @@ def test_image_pull_and_creation_rate(sim: tuple[EmbeddedCluster, client.CoreV1A
     assert "simcluster_kubelet_pod_start_seconds_bucket" in metrics
 
 
+def test_an_image_that_does_not_exist_fails_to_pull(
+    sim: tuple[EmbeddedCluster, client.CoreV1Api],
+) -> None:
+    _, v1 = sim
+    v1.create_namespaced_pod("t", pod("ghost", image="registry.invalid/nothing:1", cpu="10m"))
+    bind(v1, "ghost", "node-1")
+
+    def waiting() -> object:
+        statuses = v1.read_namespaced_pod("ghost", "t").status.container_statuses or []
+        return statuses and statuses[0].state.waiting
+
+    state = wait_for(waiting)
+    assert state.reason == "ErrImagePull" and "not found" in state.message
+    assert phase(v1, "ghost") == "Pending"  # as in Kubernetes: not Failed, never Running
+    v1.delete_namespaced_pod("ghost", "t", grace_period_seconds=0)
+
+
 def test_node_faults(sim: tuple[EmbeddedCluster, client.CoreV1Api]) -> None:
     cluster, v1 = sim
     assert cluster.server is not None

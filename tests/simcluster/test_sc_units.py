@@ -156,3 +156,20 @@ def test_kubelet_admission_rules() -> None:
     assert admit(tolerated, (0, 0), (0, 0, 0), cap, labels, [taint]) is None
     no_schedule = {"key": "k", "effect": "NoSchedule"}
     assert admit({}, (0, 0), (0, 0, 0), cap, labels, [no_schedule]) is None  # kubelet ignores it
+
+
+def test_pod_networks_do_not_collide_between_clusters() -> None:
+    from simcluster.network import PodNetwork
+
+    first, second = PodNetwork(10), PodNetwork(400)
+    try:
+        a = first.reserve()
+        b = second.reserve()
+        assert a != b and not (b <= a < b + second.span)  # disjoint second octets
+        first.release()
+        again = PodNetwork(10)
+        assert again.reserve() == a  # released ranges are reused
+        again.release()
+    finally:
+        first.release()
+        second.release()
