@@ -40,6 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="pods bound by the QPS-50 baseline binder (0: skip)")  # fmt: skip
     p.add_argument("--controller-qps", type=float, default=500.0)
     p.add_argument("--controller-burst", type=int, default=500)
+    p.add_argument("--max-starting-per-node", type=int,
+                   help="the controller's start-queue cap (its default: 20)")  # fmt: skip
     p.add_argument("--ready-timeout", type=float, default=900.0, help="seconds")
     p.add_argument("--min-efficiency", type=float, default=0.87)
     p.add_argument("--max-writes", type=float, default=3.0, help="API writes per sandbox")
@@ -74,6 +76,11 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
         ready_timeout_s=a.ready_timeout,
         controller_qps=a.controller_qps,
         controller_burst=a.controller_burst,
+        controller_args=(
+            ("--max-starting-per-node", str(a.max_starting_per_node))
+            if a.max_starting_per_node
+            else ()
+        ),
         thresholds=Thresholds(min_efficiency=a.min_efficiency, max_writes_per_sandbox=a.max_writes),
         command=command,
     )

@@ -57,6 +57,7 @@ def _stack_settings(s: BurstSettings) -> StackSettings:
         preload_image=s.image,
         controller_qps=s.controller_qps,
         controller_burst=s.controller_burst,
+        controller_args=s.controller_args,
         facade=not s.direct,
     )
 

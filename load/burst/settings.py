@@ -45,6 +45,7 @@ class BurstSettings:
     release_timeout_s: float = 300.0
     controller_qps: float = 500.0
     controller_burst: int = 500
+    controller_args: tuple[str, ...] = ()  # more flags for python -m controller
     image: str = "registry.bench/task:1"
     thresholds: Thresholds = field(default_factory=Thresholds)
     command: str = "python -m load.burst"
