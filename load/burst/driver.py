@@ -140,7 +140,9 @@ class FacadeDriver:
             failed = body.get("failed") or []
             size = len(failed)
             if failed:
-                self.stats.throttled += sum(1 for f in failed if f.get("reason") == "throttled")
+                self.stats.throttled += sum(
+                    1 for f in failed if f.get("reason") in ("rate_limited", "quota_exceeded")
+                )
                 await asyncio.sleep(1.0)
         if size:
             self._fail("gave-up", size)
