@@ -13,6 +13,7 @@ Prometheus text.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import socket
@@ -54,6 +55,10 @@ class ControllerSettings:
     health_host: str = "127.0.0.1"
     health_port: int = 8080  # 0: any free port (see Controller.health_url)
     progress_interval_s: float = 10.0
+    #: Move everything alive after the initial lists (caches of every pod and node) out of
+    #: the cyclic garbage collector's reach (``gc.freeze``): otherwise each full collection
+    #: walks every cached object, ~20% of the controller's CPU during a 12,000-pod burst.
+    freeze_after_sync: bool = True
 
 
 class Controller:
@@ -106,6 +111,8 @@ class Controller:
                         tg.create_task(self._progress()),
                         tg.create_task(self._lead_loop()),
                     ]
+                    if s.freeze_after_sync:
+                        tg.create_task(self._freeze_after_sync())
                     await self._stopping.wait()
                     await asyncio.wait(
                         [tasks[2]], timeout=s.election.renew_deadline_s if s.election else 1
@@ -134,6 +141,13 @@ class Controller:
             led = await self.elector.run(self._lead)
             if led and not self._stopping.is_set():
                 log.warning("lost leadership; continuing as a standby")
+
+    async def _freeze_after_sync(self) -> None:
+        assert self.view is not None
+        await self.view.wait_synced()
+        gc.collect()  # what is garbage now should not be kept forever
+        gc.freeze()
+        log.info("caches synced: %d objects frozen out of the cyclic GC", gc.get_freeze_count())
 
     async def _progress(self) -> None:
         while True:

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import logging
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from controller.cache import Obj
 from controller.informer import Handlers
@@ -80,6 +82,9 @@ class Binder:
         self.scheduler: Scheduler = view.scheduler
         self.settings = settings or BinderSettings()
         self.metrics = metrics or ControllerMetrics()
+        self._outcomes = {  # labelled once: one of them counts every bind
+            o: self.metrics.binds.labels(o) for o in ("bound", "conflict", "gone", "error")
+        }
         self._clock = clock
         self._pending: dict[str, Obj] = {}  # uid -> pod, every pending sandbox
         self._queue: dict[str, None] = {}  # uids to plan, FIFO
@@ -142,12 +147,13 @@ class Binder:
     def _pod_progress(self, old: Obj, new: Obj) -> None:
         if (new.get("spec") or {}).get("schedulerName") != self.view.settings.scheduler_name:
             return
-        if _condition_time(old, "Ready", only_true=True) is not None:
-            return
-        ready = _condition_time(new, "Ready", only_true=True)
+        if _is_true(_condition(old, "Ready")) or not _is_true(ready := _condition(new, "Ready")):
+            return  # only the update that makes the pod Ready (most updates are not it)
+        assert ready is not None
+        ready_at = _timestamp(ready.get("lastTransitionTime"))
         scheduled = _condition_time(new, "PodScheduled")
-        if ready is not None and scheduled is not None:
-            self.metrics.bound_to_ready.observe(max(0.0, ready - scheduled))
+        if ready_at is not None and scheduled is not None:
+            self.metrics.bound_to_ready.observe(max(0.0, ready_at - scheduled))
 
     # --- leading ------------------------------------------------------------------------
     async def run(self) -> None:
@@ -233,18 +239,18 @@ class Binder:
         try:
             await self.client.bind(a.namespace, a.name, a.uid, a.node)
         except Conflict:
-            self.metrics.binds.labels("conflict").inc()  # bound already: the watch confirms
+            self._outcomes["conflict"].inc()  # bound already: the watch confirms
             self._failures.pop(a.uid, None)
         except NotFound:
-            self.metrics.binds.labels("gone").inc()
+            self._outcomes["gone"].inc()
             self.scheduler.forget(a.uid)
             self._pending.pop(a.uid, None)
         except KubeError as e:
-            self.metrics.binds.labels("error").inc()
+            self._outcomes["error"].inc()
             self.scheduler.forget(a.uid)
             self._retry_later(a.uid, e)
         else:
-            self.metrics.binds.labels("bound").inc()
+            self._outcomes["bound"].inc()
             self._failures.pop(a.uid, None)
 
     def _retry_later(self, uid: str, error: KubeError) -> None:
@@ -327,17 +333,32 @@ class Binder:
         }
 
 
-def _timestamp(value: object) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
+@functools.lru_cache(maxsize=4096)
+def _parse_time(value: str) -> float | None:
+    """API timestamps have 1 s resolution, so a burst repeats the same few strings."""
     try:
         return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
 
 
-def _condition_time(pod: Obj, kind: str, *, only_true: bool = False) -> float | None:
+def _timestamp(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    return _parse_time(value)
+
+
+def _condition(pod: Obj, kind: str) -> dict[str, Any] | None:
     for c in (pod.get("status") or {}).get("conditions") or ():
-        if c.get("type") == kind and (not only_true or c.get("status") == "True"):
-            return _timestamp(c.get("lastTransitionTime"))
+        if c.get("type") == kind:
+            return c
     return None
+
+
+def _is_true(condition: dict[str, Any] | None) -> bool:
+    return condition is not None and condition.get("status") == "True"
+
+
+def _condition_time(pod: Obj, kind: str) -> float | None:
+    c = _condition(pod, kind)
+    return None if c is None else _timestamp(c.get("lastTransitionTime"))

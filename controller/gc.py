@@ -8,10 +8,15 @@ the informer caches (no API reads) every ``interval_s`` and deletes sandbox pods
 | reason | when |
 |---|---|
 | ``expired`` | the ``expires_annotation`` (RFC 3339 time) has passed |
-| ``terminal`` | Succeeded (e.g. the daemon's idle exit) or Failed, for ``terminal_retention_s`` |
+| ``idle`` | the daemon's idle exit: Succeeded, exit codes 0, ``idle_annotation`` set (*) |
+| ``terminal`` | any other end: Failed, or Succeeded without an idle timeout (*) |
 | ``pending-timeout`` | not bound ``pending_deadline_s`` after creation |
 | ``node-gone`` | bound to a node that has not existed for ``node_gone_grace_s`` (force delete) |
 | ``owner-expired`` | the owner's Lease expired (:mod:`controller.owners`): deletecollection |
+
+(*) after ``terminal_retention_s``. The daemon exits 0 once its idle timeout
+(``sandman.io/idle-timeout-seconds``, written by the facade) passes with no request, so
+``idle`` is a sandbox the trainer forgot, not one that broke.
 
 Deletes carry the pod's uid as precondition (a recreated pod of the same name is never hit)
 and go through a token bucket of their own (``qps``), so cleanup never starves binding.
@@ -27,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from controller.cache import Obj
-from controller.contract import ANNOTATION_EXPIRES_AT
+from controller.contract import ANNOTATION_EXPIRES_AT, ANNOTATION_IDLE_TIMEOUT
 from controller.kube import EVENTS, PODS, KubeClient, KubeError, NotFound
 from controller.metrics import ControllerMetrics
 from controller.owners import OwnerLeases
@@ -48,6 +53,8 @@ class GCSettings:
     pending_deadline_s: float = 600.0
     node_gone_grace_s: float = 30.0
     expires_annotation: str = ANNOTATION_EXPIRES_AT
+    #: A Succeeded sandbox with this annotation ended by its daemon's idle timeout.
+    idle_annotation: str = ANNOTATION_IDLE_TIMEOUT
     #: Deletes (and their Events) per second, from a token bucket of their own.
     qps: float = 20.0
     burst: int = 20
@@ -128,7 +135,7 @@ class GarbageCollector:
                 key = ("terminal", uid)
                 seen.add(key)
                 if self._since(key, now) >= s.terminal_retention_s:
-                    reason = "terminal"
+                    reason = "idle" if self._idle_exit(pod) else "terminal"
             node = pod["spec"].get("nodeName", "")
             if reason is None and node not in nodes:
                 key = ("node-gone", uid)
@@ -152,6 +159,19 @@ class GarbageCollector:
         for key in [k for k in self._first_seen if k not in seen]:
             del self._first_seen[key]  # the condition went away (pod gone, node back)
         self._deleting &= present  # deleted pods have left the caches
+
+    def _idle_exit(self, pod: Obj) -> bool:
+        """The sandbox daemon exited 0 after its idle timeout: the pod Succeeded, it had an
+        idle timeout, and every container ended with exit code 0."""
+        status = pod.get("status") or {}
+        annotations = pod["metadata"].get("annotations") or {}
+        if status.get("phase") != "Succeeded" or not annotations.get(self.settings.idle_annotation):
+            return False
+        codes = [
+            ((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
+            for cs in status.get("containerStatuses") or ()
+        ]
+        return bool(codes) and all(code == 0 for code in codes)
 
     def _expired(self, pod: Obj, wall: float) -> str | None:
         annotations = pod["metadata"].get("annotations") or {}

@@ -7,6 +7,8 @@ Names carry the ``sandman_`` prefix and base units (seconds); labels are small c
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 __all__ = ["LATENCY_BUCKETS", "ControllerMetrics"]
@@ -92,11 +94,19 @@ class ControllerMetrics:
             ["outcome"],
             registry=r,
         )
+        self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def observe_request(self, verb: str, code: int, seconds: float) -> None:
-        """A :class:`controller.kube.RequestObserver`."""
-        self.api_requests.labels(verb, str(code)).inc()
-        self.api_latency.labels(verb).observe(seconds)
+        """A :class:`controller.kube.RequestObserver`. Called for every request (each bind),
+        so the labelled children are looked up once per (verb, code), not per call."""
+        children = self._request_children.get((verb, code))
+        if children is None:
+            children = self._request_children[(verb, code)] = (
+                self.api_requests.labels(verb, str(code)),
+                self.api_latency.labels(verb),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
         if code == 429:
             self.throttled.inc()
 

@@ -38,8 +38,8 @@ class ViewSettings:
     namespace: str | None = None
     informer: InformerSettings = field(default_factory=InformerSettings)
     #: Ask the server for unbound pods only (``spec.nodeName=``, as kube-scheduler does).
-    #: Off: watch every sandbox and drop bound ones here. simcluster needs it off for now:
-    #: its watch index never delivers events to a ``spec.nodeName=`` (empty) selector.
+    #: Off: watch every sandbox and drop bound ones here, for an API server that cannot
+    #: select an empty ``spec.nodeName`` in a watch (costs every sandbox event twice).
     server_side_unbound: bool = True
     #: Label on trainer-owned Leases and on their sandboxes (owner-lease expiry, gc.py).
     owner_label: str = LABEL_OWNER

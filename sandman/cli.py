@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from load.burst.cli import add_bench_parser, run_bench
 
+from .cli_trainer import TRAINER_COMMANDS, add_trainer_parsers, run_trainer_command
 from .demo import run_demo
+from .demo_stack import run_stack_demo
 from .stack import StackSettings
 from .up import default_workdir, run_up
 
@@ -51,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--keep-workdir", action="store_true", help="do not delete the workdir")
     add_bench_parser(commands)
+    add_trainer_parsers(commands)
     for name, (_, help_text) in PASSTHROUGH.items():
         commands.add_parser(name, help=help_text, add_help=False)
     return parser
@@ -77,7 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         if args.daemon_only:
             return asyncio.run(run_demo(keep_workdir=args.keep_workdir))
-        return asyncio.run(run_demo(keep_workdir=args.keep_workdir))
+        settings = _settings(args)
+        try:
+            return asyncio.run(run_stack_demo(settings))
+        finally:
+            if args.workdir is None and not args.keep_workdir:
+                shutil.rmtree(settings.workdir, ignore_errors=True)
+    if args.command in TRAINER_COMMANDS:
+        return run_trainer_command(args)
     if args.command == "bench":
         return run_bench(args, argv)
     return 2

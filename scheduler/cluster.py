@@ -177,6 +177,7 @@ class ClusterModel:
             meta = pod.get("metadata") or {}
             uid = meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         self._release(uid)
+        self.decoder.forget(uid)
         old = self._held.pop(uid, None)
         if old is not None:
             self._usage(old[0]).add(old[1], -1, old[2])

@@ -160,6 +160,11 @@ class Decoder:
         self.parser = parser or QuantityParser()
         self._limit = cache_limit
         self._memo: dict[tuple[str, Hashable], Any] = {}
+        # uid -> (metadata.generation, requests) of pods seen by bound(): a pod's requests
+        # change only with its spec (an in-place resize bumps the generation), while a bound
+        # pod sends several status updates, each of which used to recompute them. Pods
+        # without a generation (API servers before 1.33) are computed every time.
+        self._pod_requests: dict[str, tuple[object, Resources]] = {}
 
     def _cached(self, kind: str, key: Hashable, build: Callable[[], T]) -> T:
         slot = (kind, key)
@@ -254,7 +259,19 @@ class Decoder:
         if not counts:
             return uid, node, _ZERO, False, False
         starting = phase == "Pending" and not deleting
-        return uid, node, self.requests(spec), True, starting
+        generation = meta.get("generation")
+        if generation is None:
+            return uid, node, self.requests(spec), True, starting
+        known = self._pod_requests.get(uid)
+        if known is not None and known[0] == generation:
+            return uid, node, known[1], True, starting
+        req = self.requests(spec)
+        self._pod_requests[uid] = (generation, req)
+        return uid, node, req, True, starting
+
+    def forget(self, uid: str) -> None:
+        """Drop what :meth:`bound` remembers of a deleted pod."""
+        self._pod_requests.pop(uid, None)
 
 
 def node_from_json(obj: Json, decoder: Decoder | None = None) -> NodeInfo:

@@ -116,7 +116,11 @@ class SandboxIndex:
     def get(self, namespace: str, sid: str) -> Sandbox | None:
         pod = self.current_pod(namespace, sid)
         if pod is not None:
-            return self._view(pod)
+            view = self._view(pod)
+            if (namespace, sid) in self._released and view.state != "releasing":
+                # Released through a facade; the watch has not shown the deletion yet.
+                return msgspec.structs.replace(view, state="releasing", reason=None, message=None)
+            return view
         tomb = self._tombstones.get((namespace, sid))
         if tomb and self._clock() - tomb[1] < self.settings.tombstone_s:
             return tomb[0]
@@ -176,6 +180,7 @@ class SandboxIndex:
         sid = (meta.get("labels") or {}).get(LABEL_SANDBOX, meta["name"])
         key = (meta["namespace"], sid)
         self._tombstones.pop(key, None)
+        self._released.pop(key, None)
         if not self.pods(*key) or key in self._provisional:
             self._provisional[key] = (pod, self._clock())
             self._wake(key)

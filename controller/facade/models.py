@@ -87,6 +87,9 @@ class BatchFailure(msgspec.Struct, kw_only=True):
     index: int
     reason: str
     message: str
+    #: The HTTP status this member would have had alone (429: retry after ``retry_after_s``).
+    status: int = 500
+    retry_after_s: float | None = None
 
 
 class BatchResult(msgspec.Struct, kw_only=True):

@@ -116,7 +116,13 @@ class SandboxService:
                     try:
                         results[i] = (await self._create_pod(tenant, pods[i]))[0]
                     except FacadeError as e:
-                        results[i] = BatchFailure(index=i, reason=e.reason, message=e.message)
+                        results[i] = BatchFailure(
+                            index=i,
+                            reason=e.reason,
+                            message=e.message,
+                            status=e.status,
+                            retry_after_s=e.retry_after_s,
+                        )
 
             async with asyncio.TaskGroup() as tg:
                 for i in todo:

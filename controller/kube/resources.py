@@ -6,6 +6,7 @@ in one place instead of string formatting at every call site.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -27,13 +28,23 @@ class Resource:
     def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
-            base += f"/namespaces/{quote(namespace, safe='')}"
+            base += f"/namespaces/{_segment(namespace)}"
         base += f"/{self.plural}"
         if name is not None:
-            base += f"/{quote(name, safe='')}"
+            base += f"/{_segment(name)}"
             if sub:
                 base += f"/{sub}"
         return base
+
+
+#: What needs no escaping in a path segment: every valid object name and namespace.
+_PLAIN = re.compile(r"[A-Za-z0-9._~-]*")
+
+
+def _segment(value: str) -> str:
+    """``quote(value, safe="")``, skipped for the names Kubernetes allows (every bind builds
+    a path, and ``quote`` is several times slower than this check)."""
+    return value if _PLAIN.fullmatch(value) else quote(value, safe="")
 
 
 PODS = Resource("", "v1", "pods", "Pod")

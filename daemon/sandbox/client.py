@@ -3,6 +3,11 @@
 Used by the demo, the benchmarks and the tests, and a reference for anyone calling a daemon
 directly. Trainers normally go through the facade and the SDK; this client is the layer below.
 It is never imported by the daemon itself (the bundle stays free of aiohttp).
+
+The trainer SDK (``sandman.sdk``) reuses this client for every tool call through the facade:
+the facade serves the daemon's operations unchanged under ``/v1/sandboxes/{id}/``, so only the
+path ``prefix`` and the exception type (``errors``) differ, and there is one implementation of
+each operation, not two.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -40,7 +45,7 @@ from .models import (
     SignalRequest,
 )
 
-__all__ = ["ClientTimeouts", "DaemonAPIError", "SandboxClient"]
+__all__ = ["ClientTimeouts", "DaemonAPIError", "ErrorFactory", "SandboxClient", "parse_error"]
 
 T = TypeVar("T")
 LARGE_BODY = 1 << 20
@@ -54,6 +59,14 @@ class DaemonAPIError(Exception):
         self.status = status
         self.reason = reason
         self.message = message
+
+
+ErrorFactory = Callable[[int, str, str, Mapping[str, str]], Exception]
+"""Builds the exception raised for an error answer: (status, reason, message, headers)."""
+
+
+def _daemon_error(status: int, reason: str, message: str, _headers: Mapping[str, str]) -> Exception:
+    return DaemonAPIError(status, reason, message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +84,14 @@ class SandboxClient:
         *,
         timeouts: ClientTimeouts | None = None,
         session: aiohttp.ClientSession | None = None,
+        prefix: str = "/v1",
+        errors: ErrorFactory = _daemon_error,
     ) -> None:
+        """``prefix``: where the operations live (``/v1`` on a daemon, ``/v1/sandboxes/{id}``
+        through the facade); ``errors``: the exception type for error answers."""
         self.base_url = base_url.rstrip("/")
+        self._api = self.base_url + prefix.rstrip("/")
+        self._errors = errors
         self._headers = {"Authorization": f"Bearer {token}"}
         t = timeouts or ClientTimeouts()
         self._timeout = aiohttp.ClientTimeout(total=t.request_s, connect=t.connect_s)
@@ -96,6 +115,11 @@ class SandboxClient:
 
     # -- plumbing --------------------------------------------------------------------------
 
+    def _raise_for(self, response: aiohttp.ClientResponse, raw: bytes) -> None:
+        if response.status >= 400:
+            reason, message = parse_error(raw)
+            raise self._errors(response.status, reason, message, response.headers)
+
     async def _call(
         self,
         method: str,
@@ -110,13 +134,13 @@ class SandboxClient:
             payload = io.BytesIO(payload)  # aiohttp streams file-likes instead of one big write
         async with self._session.request(
             method,
-            self.base_url + path,
+            self._api + path,
             data=payload,
             params=_params(params),
             headers=self._headers,
         ) as response:
             raw = await response.read()
-            _raise_for(response.status, raw)
+            self._raise_for(response, raw)
             if result is None:
                 return None  # type: ignore[return-value]
             return msgspec.json.decode(raw, type=result)
@@ -131,86 +155,84 @@ class SandboxClient:
             return False
 
     async def info(self) -> DaemonInfo:
-        return await self._call("GET", "/v1/info", DaemonInfo)
+        return await self._call("GET", "/info", DaemonInfo)
 
     # -- exec ------------------------------------------------------------------------------
 
     async def exec(self, request: ExecRequest | None = None, **fields: Any) -> ExecResult:
         """``exec(argv=[...])`` or ``exec(command="...")``; fields as in ``ExecRequest``."""
         request = request or _exec_request(fields)
-        return await self._call("POST", "/v1/exec", ExecResult, request)
+        return await self._call("POST", "/exec", ExecResult, request)
 
     async def exec_stream(
         self, request: ExecRequest | None = None, **fields: Any
-    ) -> AsyncIterator[ExecEvent]:
+    ) -> AsyncGenerator[ExecEvent, None]:
         request = request or _exec_request(fields)
         async with self._session.post(
-            self.base_url + "/v1/exec/stream",
+            self._api + "/exec/stream",
             data=msgspec.json.encode(request),
             headers=self._headers,
         ) as response:
             if response.status != 200:
-                _raise_for(response.status, await response.read())
+                self._raise_for(response, await response.read())
             async for line in response.content:
                 if line.strip():
                     yield msgspec.json.decode(line, type=ExecEvent)
 
     async def signal_exec(self, exec_id: str, signal: str = "SIGINT") -> None:
-        await self._call("POST", f"/v1/exec/{exec_id}/signal", None, SignalRequest(signal=signal))
+        await self._call("POST", f"/exec/{exec_id}/signal", None, SignalRequest(signal=signal))
 
     # -- sessions --------------------------------------------------------------------------
 
     async def create_session(self, name: str, **fields: Any) -> SessionInfo:
         body = SessionCreateRequest(name=name, **fields)
-        return await self._call("POST", "/v1/sessions", SessionInfo, body)
+        return await self._call("POST", "/sessions", SessionInfo, body)
 
     async def run_in_session(self, name: str, command: str, **fields: Any) -> SessionRunResult:
         body = SessionRunRequest(command=command, **fields)
-        return await self._call("POST", f"/v1/sessions/{name}/run", SessionRunResult, body)
+        return await self._call("POST", f"/sessions/{name}/run", SessionRunResult, body)
 
     async def list_sessions(self) -> SessionList:
-        return await self._call("GET", "/v1/sessions", SessionList)
+        return await self._call("GET", "/sessions", SessionList)
 
     async def close_session(self, name: str) -> None:
-        await self._call("DELETE", f"/v1/sessions/{name}", None)
+        await self._call("DELETE", f"/sessions/{name}", None)
 
     # -- background processes --------------------------------------------------------------
 
     async def start_process(self, **fields: Any) -> ProcessInfo:
-        return await self._call("POST", "/v1/processes", ProcessInfo, ProcessStartRequest(**fields))
+        return await self._call("POST", "/processes", ProcessInfo, ProcessStartRequest(**fields))
 
     async def list_processes(self) -> ProcessList:
-        return await self._call("GET", "/v1/processes", ProcessList)
+        return await self._call("GET", "/processes", ProcessList)
 
     async def process(self, proc_id: str) -> ProcessInfo:
-        return await self._call("GET", f"/v1/processes/{proc_id}", ProcessInfo)
+        return await self._call("GET", f"/processes/{proc_id}", ProcessInfo)
 
     async def process_output(self, proc_id: str, tail_bytes: int | None = None) -> ProcessOutput:
         params = {"tail_bytes": tail_bytes}
-        return await self._call(
-            "GET", f"/v1/processes/{proc_id}/output", ProcessOutput, params=params
-        )
+        return await self._call("GET", f"/processes/{proc_id}/output", ProcessOutput, params=params)
 
     async def signal_process(self, proc_id: str, signal: str = "SIGTERM") -> ProcessInfo:
         body = SignalRequest(signal=signal)
-        return await self._call("POST", f"/v1/processes/{proc_id}/signal", ProcessInfo, body)
+        return await self._call("POST", f"/processes/{proc_id}/signal", ProcessInfo, body)
 
     async def wait_process(self, proc_id: str, timeout_s: float = 60.0) -> ProcessInfo:
         body = ProcessWaitRequest(timeout_s=timeout_s)
-        return await self._call("POST", f"/v1/processes/{proc_id}/wait", ProcessInfo, body)
+        return await self._call("POST", f"/processes/{proc_id}/wait", ProcessInfo, body)
 
     async def remove_process(self, proc_id: str) -> ProcessInfo:
-        return await self._call("DELETE", f"/v1/processes/{proc_id}", ProcessInfo)
+        return await self._call("DELETE", f"/processes/{proc_id}", ProcessInfo)
 
     # -- files -----------------------------------------------------------------------------
 
     async def read_file(self, path: str, offset: int = 0, length: int | None = None) -> bytes:
         params = {"path": path, "offset": offset, "length": length}
         async with self._session.get(
-            self.base_url + "/v1/files", params=_params(params), headers=self._headers
+            self._api + "/files", params=_params(params), headers=self._headers
         ) as response:
             raw = await response.read()
-            _raise_for(response.status, raw)
+            self._raise_for(response, raw)
             return raw
 
     async def write_file(
@@ -225,33 +247,33 @@ class SandboxClient:
             "mode": f"{mode:o}" if mode is not None else None,
             "parents": parents,
         }
-        return await self._call("PUT", "/v1/files", FileStat, params=params, data=data)
+        return await self._call("PUT", "/files", FileStat, params=params, data=data)
 
     async def stat(self, path: str) -> FileStat:
-        return await self._call("GET", "/v1/files/stat", FileStat, params={"path": path})
+        return await self._call("GET", "/files/stat", FileStat, params={"path": path})
 
     async def list_dir(self, path: str) -> DirListing:
-        return await self._call("GET", "/v1/files/list", DirListing, params={"path": path})
+        return await self._call("GET", "/files/list", DirListing, params={"path": path})
 
     async def remove(self, path: str, recursive: bool = False) -> None:
         params = {"path": path, "recursive": recursive}
-        await self._call("DELETE", "/v1/files", None, params=params)
+        await self._call("DELETE", "/files", None, params=params)
 
     async def move(self, source: str, destination: str, overwrite: bool = False) -> FileStat:
         body = MoveRequest(source=source, destination=destination, overwrite=overwrite)
-        return await self._call("POST", "/v1/files/move", FileStat, body)
+        return await self._call("POST", "/files/move", FileStat, body)
 
     async def download_dir(self, path: str) -> bytes:
         async with self._session.get(
-            self.base_url + "/v1/files/archive", params={"path": path}, headers=self._headers
+            self._api + "/files/archive", params={"path": path}, headers=self._headers
         ) as response:
             raw = await response.read()
-            _raise_for(response.status, raw)
+            self._raise_for(response, raw)
             return raw
 
     async def upload_dir(self, path: str, tar_bytes: bytes | AsyncIterator[bytes]) -> DirListing:
         return await self._call(
-            "PUT", "/v1/files/archive", DirListing, params={"path": path}, data=tar_bytes
+            "PUT", "/files/archive", DirListing, params={"path": path}, data=tar_bytes
         )
 
 
@@ -277,11 +299,9 @@ def _params(params: Mapping[str, Any] | None) -> dict[str, str]:
     return out
 
 
-def _raise_for(status: int, raw: bytes) -> None:
-    if status < 400:
-        return
+def parse_error(raw: bytes) -> tuple[str, str]:
     try:
         error = json.loads(raw)["error"]
-        raise DaemonAPIError(status, error["reason"], error["message"])
+        return str(error["reason"]), str(error["message"])
     except (ValueError, KeyError, TypeError):
-        raise DaemonAPIError(status, "http_error", raw[:200].decode(errors="replace")) from None
+        return "http_error", raw[:200].decode(errors="replace")

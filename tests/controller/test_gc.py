@@ -56,6 +56,49 @@ async def test_terminal_sandbox_deleted_after_retention(
         assert events[0]["message"].endswith(": terminal")
 
 
+async def finish(client: KubeClient, name: str, phase: str, exit_code: int) -> None:
+    """Report the container's exit as the kubelet would (the virtual runtime never exits):
+    a status write through the API, the same object a real kubelet sends."""
+    p = await client.get(PODS, name, "default")
+    status = p["status"]
+    status["phase"] = phase
+    for cs in status.get("containerStatuses") or ():
+        started = ((cs.get("state") or {}).get("running") or {}).get("startedAt")
+        cs["state"] = {"terminated": {"exitCode": exit_code, "startedAt": started}}
+        cs["ready"] = False
+    await client.request(
+        "PATCH",
+        PODS.path("default", name, "status"),
+        body={"status": status},
+        content_type="application/merge-patch+json",
+    )
+
+
+@pytest.mark.parametrize("cluster_settings", [cluster_of(2, foreign=0.0)])
+async def test_idle_exit_has_its_own_reason(cluster: EmbeddedCluster, client: KubeClient) -> None:
+    """The daemon's idle exit (Succeeded, exit 0, an idle timeout) is ``idle``; a Succeeded
+    sandbox without an idle timeout and a Failed one with it are ``terminal``."""
+    async with controller(cluster, gc=FAST_GC) as ctl:
+        for name, idle in (("idle", True), ("done", False), ("crashed", True), ("live", True)):
+            body = pod(name, app="sandbox")
+            if idle:
+                body["metadata"]["annotations"] = {FAST_GC.idle_annotation: "30"}
+            await client.create(PODS, body, "default")
+        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() == 4)
+        for name in ("idle", "done", "crashed"):
+            await eventually_running(client, name)
+        await finish(client, "idle", "Succeeded", 0)
+        await finish(client, "done", "Succeeded", 0)
+        await finish(client, "crashed", "Failed", 1)
+        await eventually(lambda: deleted(ctl, "idle") + deleted(ctl, "terminal") == 3, within=5)
+        assert (deleted(ctl, "idle"), deleted(ctl, "terminal")) == (1, 2)
+        assert await names(client) == {"live"}
+        events = (await client.list(EVENTS, "default"))["items"]
+        reasons = {e["involvedObject"]["name"]: e["message"].rsplit(": ", 1)[1] for e in events}
+        assert reasons == {"idle": "idle", "done": "terminal", "crashed": "terminal"}
+        assert {e["reason"] for e in events} == {"SandboxDeleted"}
+
+
 async def eventually_running(client: KubeClient, name: str) -> None:
     for _ in range(200):
         p = await client.get(PODS, name, "default")

@@ -173,3 +173,12 @@ async def test_wait_for_an_unknown_id_gives_up_after_the_grace_but_sees_late_arr
     await asyncio.sleep(0.02)
     pods.upsert(pod(node="n1", phase="Running", ready=True))  # another replica's create
     assert (await asyncio.wait_for(late, 1)).state == "ready"
+
+
+def test_a_released_sandbox_reads_releasing_before_the_watch_says_so(feeds: Any) -> None:
+    index, pods, _, _ = feeds
+    pods.upsert(pod(node="n1", phase="Running", ready=True))
+    index.note_released("ns", "sb-1")
+    assert index.get("ns", "sb-1").state == "releasing"
+    index.note_created(pod())  # the same key used again after the release: a new sandbox
+    assert index.get("ns", "sb-1").state == "ready"

@@ -24,6 +24,13 @@ from simcluster.kubelet.kubelet import NodeSettings
 IMAGE = "registry.example/tasks/demo:1"
 
 
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # exited (and reaped) between two checks
+        return False
+
+
 def _wait_ready(v1: client.CoreV1Api, name: str, namespace: str) -> Any:
     deadline = time.monotonic() + 30
     while True:
@@ -79,6 +86,6 @@ def test_rendered_sandbox_pod_runs_the_real_daemon(tmp_path: Path) -> None:
         asyncio.run(_tool_calls(f"http://{ready.status.pod_ip}:8790", token))
         v1.delete_namespaced_pod("sb-1", "sb-test")
         deadline = time.monotonic() + 15
-        while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in daemons):
+        while any(_alive(p) for p in daemons):
             assert time.monotonic() < deadline, "the daemon outlived its pod"
             time.sleep(0.1)

@@ -71,6 +71,27 @@ def test_updates_move_the_contribution() -> None:
     assert model.held_pods() == 0
 
 
+def with_generation(pod: dict, generation: int | None) -> dict:
+    pod["metadata"]["generation"] = generation
+    return pod
+
+
+def test_requests_are_decoded_once_per_spec_generation() -> None:
+    """Status updates of a bound pod reuse its requests; a resize (a new generation) and
+    pods without a generation (API servers before 1.33) are decoded again."""
+    model = model_with_node()
+    model.upsert_pod(with_generation(pod_json("p", node="n1", phase="Pending"), 1))
+    model.upsert_pod(with_generation(pod_json("p", "2", node="n1", phase="Running"), 1))
+    assert used(model) == (250, 512 * Mi, 1, 0)  # same generation: same spec
+    model.upsert_pod(with_generation(pod_json("p", "2", node="n1", phase="Running"), 2))
+    assert used(model) == (2000, 512 * Mi, 1, 0)  # resized in place
+    model.upsert_pod(with_generation(pod_json("p", "1", node="n1", phase="Running"), None))
+    assert used(model) == (1000, 512 * Mi, 1, 0)
+    model.delete_pod("p")
+    model.upsert_pod(with_generation(pod_json("p", "3", node="n1", phase="Running"), 2))
+    assert used(model) == (3000, 512 * Mi, 1, 0)  # deleted, then a new pod: forgotten
+
+
 def test_watch_events_and_unknown_kind() -> None:
     model = ClusterModel()
     model.apply("Node", "ADDED", node_json("n1"))

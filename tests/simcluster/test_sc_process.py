@@ -70,7 +70,7 @@ def test_process_pod_serves_on_its_pod_ip(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, f"pod never became Ready: {pod.status}"
             time.sleep(0.1)
         ip = pod.status.pod_ip
-        assert ip.startswith("127.1.0.")
+        assert ip.startswith(f"127.{cluster.cluster.network.first}.0.")  # its reserved network
         r = httpx.get(f"http://{ip}:8080/")
         assert r.status_code == 200
         assert 'href="usr/"' in r.text  # it serves its working directory: "/", not ours

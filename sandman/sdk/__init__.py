@@ -1,0 +1,88 @@
+"""The trainer SDK: async first (``AsyncSandman``), with a blocking twin (``Sandman``).
+
+Modules, bottom up: ``errors`` (typed exceptions), ``settings`` (timeouts, limits, retry
+policy), ``transport`` (the facade connection with retries), ``results`` (what tool calls
+return), ``tools`` (sessions, files, processes), ``sandbox`` (``AsyncSandbox``), ``client``
+(``AsyncSandman``: create, batches, list, owner lease), ``sync`` (the blocking wrappers).
+Public names are re-exported from :mod:`sandman`.
+"""
+
+from .client import AsyncSandman, new_owner
+from .errors import (
+    AdmissionFailed,
+    CommandFailed,
+    Conflict,
+    ConnectionFailed,
+    DaemonTimeout,
+    DaemonUnreachable,
+    ImagePullFailed,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    QuotaExceeded,
+    RateLimited,
+    RetriableError,
+    SandboxFailed,
+    SandboxNotFound,
+    SandboxNotReady,
+    SandboxStartError,
+    SandboxTerminated,
+    SandboxTimeout,
+    SandmanError,
+    ServerError,
+    ServiceUnavailable,
+    TerminalError,
+    Unauthenticated,
+    Unschedulable,
+)
+from .results import CommandResult, ProcessLogs, SessionResult, StreamEvent
+from .sandbox import AsyncSandbox
+from .settings import Limits, RetryPolicy, Timeouts
+from .sync import Files, Processes, Sandbox, Sandman, Session
+from .tools import AsyncFiles, AsyncProcesses, AsyncSession
+
+__all__ = [
+    "AdmissionFailed",
+    "AsyncFiles",
+    "AsyncProcesses",
+    "AsyncSandbox",
+    "AsyncSandman",
+    "AsyncSession",
+    "CommandFailed",
+    "CommandResult",
+    "Conflict",
+    "ConnectionFailed",
+    "DaemonTimeout",
+    "DaemonUnreachable",
+    "Files",
+    "ImagePullFailed",
+    "InvalidRequest",
+    "Limits",
+    "NotFound",
+    "PermissionDenied",
+    "ProcessLogs",
+    "Processes",
+    "QuotaExceeded",
+    "RateLimited",
+    "RetriableError",
+    "RetryPolicy",
+    "Sandbox",
+    "SandboxFailed",
+    "SandboxNotFound",
+    "SandboxNotReady",
+    "SandboxStartError",
+    "SandboxTerminated",
+    "SandboxTimeout",
+    "Sandman",
+    "SandmanError",
+    "ServerError",
+    "ServiceUnavailable",
+    "Session",
+    "SessionResult",
+    "StreamEvent",
+    "TerminalError",
+    "Timeouts",
+    "Unauthenticated",
+    "Unschedulable",
+    "new_owner",
+]
