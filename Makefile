@@ -4,10 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+LOAD_STAMP := $(VENV)/.load-installed
 APT_PACKAGES := bubblewrap busybox-static binutils
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade simcluster clean
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst simcluster clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman demo
@@ -42,7 +43,7 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(LOAD_STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 bundle: $(STAMP)
@@ -70,6 +71,17 @@ bench-controller-burst: $(STAMP)
 
 bench-facade: $(STAMP)
 	$(BIN)/python -m sandman.bench_facade
+
+# The reference burst (DESIGN.md §3): simcluster paper-burst + controller + facade as separate
+# processes; report in build/bench-burst/<time>/. BURST_ARGS="--direct" skips the facade.
+BURST_ARGS ?=
+bench-burst: $(STAMP) $(LOAD_STAMP)
+	$(BIN)/python -m load.burst $(BURST_ARGS)
+
+# locust and matplotlib (the `load` extra): the load tests, the burst report and its tests.
+$(LOAD_STAMP): pyproject.toml | $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,load]'
+	@touch $@
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info

@@ -1,1 +1,2 @@
-"""Locust load tests and the burst benchmark (issue 7). Not built yet."""
+"""Load generation for Sandman (issue 7): the burst benchmark (``load.burst``) and the
+locust trainer users (``load/locust/``). See docs/load.md."""

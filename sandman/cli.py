@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from load.burst.cli import add_bench_parser, run_bench
+
 from .cli_trainer import TRAINER_COMMANDS, add_trainer_parsers, run_trainer_command
 from .demo import run_demo
 from .demo_stack import run_stack_demo
@@ -51,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         "--daemon-only", action="store_true", help="only a local sandbox daemon, no cluster"
     )
     demo.add_argument("--keep-workdir", action="store_true", help="do not delete the workdir")
+    add_bench_parser(commands)
     add_trainer_parsers(commands)
     for name, (_, help_text) in PASSTHROUGH.items():
         commands.add_parser(name, help=help_text, add_help=False)
@@ -86,6 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 shutil.rmtree(settings.workdir, ignore_errors=True)
     if args.command in TRAINER_COMMANDS:
         return run_trainer_command(args)
+    if args.command == "bench":
+        return run_bench(args, argv)
     return 2
 
 

@@ -1,0 +1,109 @@
+"""Command line of the burst benchmark: ``python -m load.burst`` and ``sandman bench burst``.
+
+Why both: ``make bench-burst`` and CI call the module; operators know the ``sandman``
+command. The argument set is defined once here and mounted into ``sandman``'s parser by
+:func:`add_bench_parser`, so sandman/cli.py carries two lines for it.
+
+Exit code: 0 when every check of the report passed, 1 when one failed, 2 on a run that
+could not complete (the stack did not start, the requests could not be sent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_arguments", "add_bench_parser", "main", "run_bench", "run_from_args"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sandboxes", type=int, default=11_858, help="requests in the burst")
+    p.add_argument("--window", type=float, default=10.0, help="seconds to send them in")
+    p.add_argument("--profile", default="paper-burst", help="simcluster profile")
+    p.add_argument("--nodes", type=int, help="override the profile's node count")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a profile value (simcluster --set)")  # fmt: skip
+    p.add_argument(
+        "--direct",
+        action="store_true",
+        help="create sandbox pods through the Kubernetes API instead of the facade "
+        "(measures controller + cluster without the facade)",
+    )
+    p.add_argument("--batch", type=int, default=100, help="sandboxes per facade request")
+    p.add_argument("--baseline-sample", type=int, default=1_000,
+                   help="pods bound by the QPS-50 baseline binder (0: skip)")  # fmt: skip
+    p.add_argument("--controller-qps", type=float, default=500.0)
+    p.add_argument("--controller-burst", type=int, default=500)
+    p.add_argument("--max-starting-per-node", type=int,
+                   help="the controller's start-queue cap (its default: 20)")  # fmt: skip
+    p.add_argument("--ready-timeout", type=float, default=900.0, help="seconds")
+    p.add_argument("--min-efficiency", type=float, default=0.87)
+    p.add_argument("--max-writes", type=float, default=3.0, help="API writes per sandbox")
+    p.add_argument("--out", help="report directory (default build/bench-burst/<time>)")
+
+
+def add_bench_parser(commands: Any) -> None:
+    """``sandman bench burst ...`` on the ``sandman`` command's subparsers."""
+    bench = commands.add_parser("bench", help="benchmarks (burst: the reference burst)")
+    which = bench.add_subparsers(dest="bench", required=True)
+    add_arguments(which.add_parser("burst", help="the 11,858-sandbox burst on simcluster"))
+
+
+def run_from_args(a: argparse.Namespace, command: str) -> int:
+    from load.burst.progress import say
+    from load.burst.report import write_csv, write_markdown, write_plot
+    from load.burst.run import run_burst
+    from load.burst.settings import BurstSettings, Thresholds
+    from load.burst.stack import StackError
+
+    out = Path(a.out or f"build/bench-burst/{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    settings = BurstSettings(
+        out=out,
+        sandboxes=a.sandboxes,
+        window_s=a.window,
+        profile=a.profile,
+        nodes=a.nodes,
+        overrides=tuple(a.set),
+        direct=a.direct,
+        batch=a.batch,
+        baseline_sample=a.baseline_sample,
+        ready_timeout_s=a.ready_timeout,
+        controller_qps=a.controller_qps,
+        controller_burst=a.controller_burst,
+        controller_args=(
+            ("--max-starting-per-node", str(a.max_starting_per_node))
+            if a.max_starting_per_node
+            else ()
+        ),
+        thresholds=Thresholds(min_efficiency=a.min_efficiency, max_writes_per_sandbox=a.max_writes),
+        command=command,
+    )
+    try:
+        result = asyncio.run(run_burst(settings, say))
+    except (StackError, RuntimeError) as e:
+        say(f"burst benchmark failed: {e}")
+        return 2
+    print(write_markdown(result, out / "report.md"))
+    write_csv(result.sandboxes, out / "sandboxes.csv")
+    write_plot(result, out / "timeline.png")
+    say(f"report: {out / 'report.md'}, {out / 'sandboxes.csv'}, {out / 'timeline.png'}")
+    return 0 if result.ok else 1
+
+
+def run_bench(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    """``sandman bench burst ...`` (the only benchmark there is, so far)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    return run_from_args(args, "sandman " + shlex.join(words))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m load.burst", description=__doc__)
+    add_arguments(p)
+    args = sys.argv[1:] if argv is None else argv
+    return run_from_args(p.parse_args(args), "python -m load.burst " + shlex.join(args))

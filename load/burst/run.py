@@ -1,0 +1,369 @@
+"""The burst benchmark's phases: stack up → burst → all Ready → release → baseline → report.
+
+Why one run holds everything it compares: the machine is shared and noisy (BENCHMARKS.md),
+so the lower bound comes from this run's profile, the writes from this run's API counters,
+and the baseline binds on the same cluster minutes after the Sandman phase; the report
+quotes ratios within the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psutil
+
+from controller.contract import LABEL_OWNER
+from controller.kube import ClientSettings, KubeClient, Timeouts
+from load.burst import analysis as an
+from load.burst.baseline import BUCKET_BURST
+from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
+from load.burst.cluster import MetricsReader, count_pods
+from load.burst.driver import DirectDriver, Driver, FacadeDriver
+from load.burst.progress import Progress
+from load.burst.recorder import PodRecorder
+from load.burst.report import BaselineResult, BurstResult, Check
+from load.burst.settings import BurstSettings, ProfileBudget, profile_budget
+from load.burst.stack import Stack, StackSettings
+
+__all__ = ["run_burst"]
+
+Say = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class _Phase:
+    """What the Sandman phase measured, before analysis."""
+
+    recorder: PodRecorder
+    driver: Driver
+    before: an.ApiCounters
+    after: an.ApiCounters
+    left: int
+    release_s: float
+    cpu_s: dict[str, float]  # CPU seconds per process, first request → all Ready
+
+
+def _stack_settings(s: BurstSettings) -> StackSettings:
+    return StackSettings(
+        workdir=s.out / "stack",
+        profile=s.profile,
+        nodes=s.nodes,
+        overrides=s.overrides,
+        preload_image=s.image,
+        controller_qps=s.controller_qps,
+        controller_burst=s.controller_burst,
+        controller_args=s.controller_args,
+        facade=not s.direct,
+    )
+
+
+def _client_settings() -> ClientSettings:
+    """The direct creator's client: the facade's default client-side limit (QPS 1000,
+    burst 2000), so both paths offer the API server the same load (unlimited, the creates
+    drew ~11,000 429s and starved the binds); patient retries; and a request timeout longer
+    than the burst: 11,858 creates share 128 connections, and aiohttp's total timeout
+    includes the wait for a pooled connection (a create that timed out is never repeated:
+    it may have landed)."""
+    return ClientSettings(
+        timeouts=Timeouts(request=600),
+        qps=1000,
+        burst=2000,
+        max_connections=128,
+        max_attempts=50,
+        max_retry_after=5,
+    )
+
+
+async def run_burst(s: BurstSettings, say: Say) -> BurstResult:
+    s.out.mkdir(parents=True, exist_ok=True)
+    (s.out / "stack").mkdir(exist_ok=True)
+    budget = profile_budget(s)
+    owner = f"burst-{int(time.time())}"
+    async with Stack(_stack_settings(s), say) as stack:
+        st = stack.settings
+        admin_settings = ClientSettings(qps=0, max_connections=8, max_attempts=10)
+        admin_kc, sandman_kc = str(stack.admin_kubeconfig), str(stack.sandman_kubeconfig)
+        async with (
+            await KubeClient.connect(admin_settings, kubeconfig=admin_kc) as admin,
+            await KubeClient.connect(_client_settings(), kubeconfig=sandman_kc) as sandman,
+        ):
+            metrics = MetricsReader(stack.admin_kubeconfig)
+            driver: Driver
+            if s.direct:
+                driver = DirectDriver(sandman, st.namespace, st.tenant, owner, s.image)
+            else:
+                driver = FacadeDriver(stack.facade_url, st.token, owner, s.image, s.batch)
+            try:
+                phase = await _sandman_phase(s, admin, metrics, driver, owner, say, stack)
+            finally:
+                await driver.close()
+            baseline = None
+            if s.baseline_sample > 0:
+                baseline = await _baseline_phase(s, stack, admin, sandman, budget, owner, say)
+    return _analyse(s, budget, phase, baseline)
+
+
+async def _sandman_phase(
+    s: BurstSettings,
+    admin: KubeClient,
+    metrics: MetricsReader,
+    driver: Driver,
+    owner: str,
+    say: Say,
+    stack: Stack,
+) -> _Phase:
+    ns = _stack_settings(s).namespace
+    selector = f"{LABEL_OWNER}={owner}"
+    recorder = PodRecorder(admin, ns, selector)
+    await recorder.start()
+    try:
+        before = await metrics.read()
+        say(f"firing {s.sandboxes:,} sandbox requests within {s.window_s:g} s ({_mode(s)})")
+        cpu_before = _cpu_seconds(stack)
+        await _burst(s, recorder, driver, s.sandboxes, s.ready_timeout_s)
+        cpu = {k: v - cpu_before.get(k, 0.0) for k, v in _cpu_seconds(stack).items()}
+        say("releasing every sandbox of the run (one request)")
+        start = time.monotonic()
+        await driver.release()
+        await _wait_gone(recorder, s.sandboxes, s.release_timeout_s)
+        release_s = time.monotonic() - start
+        left = await count_pods(admin, ns, selector)
+        after = await metrics.read()
+    finally:
+        await recorder.stop()
+    return _Phase(recorder, driver, before, after, left, release_s, cpu)
+
+
+def _cpu_seconds(stack: Stack) -> dict[str, float]:
+    """user + system CPU of each stack process and of this one (the benchmark)."""
+    procs = {name: psutil.Process(p.pid) for name, p in stack.procs.items()}
+    procs["benchmark"] = psutil.Process()
+    out = {}
+    for name, proc in procs.items():
+        with contextlib.suppress(psutil.Error):
+            t = proc.cpu_times()
+            out[name] = t.user + t.system
+    return out
+
+
+def _mode(s: BurstSettings) -> str:
+    if s.direct:
+        return "direct: pods created through the Kubernetes API, no facade"
+    return f"through the facade, {s.batch} per request"
+
+
+async def _burst(
+    s: BurstSettings, recorder: PodRecorder, driver: Driver, n: int, timeout_s: float
+) -> None:
+    """Fire ``n`` requests and wait until all are Ready (or failed, or the timeout)."""
+
+    def stamp(sid: str, requested: float, created: float) -> None:
+        sb = recorder.get(sid)
+        sb.requested, sb.created = requested, created
+
+    recorder.t0 = time.monotonic()
+    fire = asyncio.create_task(driver.fire(n, s.window_s * n / s.sandboxes, recorder.now, stamp))
+    bar = Progress("ready", n)
+    try:
+        while recorder.now() < timeout_s:
+            c = recorder.counts
+            bar.update(
+                c["ready"],
+                f"created {driver.stats.created:,} bound {c['bound']:,} "
+                f"failed {c['failed']:,} 429 {driver.stats.throttled:,}",
+            )
+            given_up = sum(driver.stats.failures.values())
+            if c["ready"] + c["failed"] + given_up >= n and fire.done():
+                break
+            await asyncio.sleep(0.1)
+        bar.close(recorder.counts["ready"])
+    finally:
+        if not fire.done():
+            fire.cancel()
+        await asyncio.gather(fire, return_exceptions=True)
+    error = None if fire.cancelled() else fire.exception()
+    if error is not None:
+        raise RuntimeError(f"firing requests failed: {error!r}") from error
+
+
+async def _wait_gone(recorder: PodRecorder, n: int, timeout_s: float) -> None:
+    bar = Progress("released", n)
+    deadline = time.monotonic() + timeout_s
+    while recorder.live and time.monotonic() < deadline:
+        bar.update(n - len(recorder.live))
+        await asyncio.sleep(0.2)
+    bar.close(n - len(recorder.live))
+
+
+async def _baseline_phase(
+    s: BurstSettings,
+    stack: Stack,
+    admin: KubeClient,
+    sandman: KubeClient,
+    budget: ProfileBudget,
+    owner: str,
+    say: Say,
+) -> BaselineResult:
+    """A sample of the burst bound by the one-at-a-time binder (its own process)."""
+    sample = min(s.baseline_sample, s.sandboxes)
+    ns = stack.settings.namespace
+    owner = f"{owner}-baseline"
+    recorder = PodRecorder(admin, ns, f"{LABEL_OWNER}={owner}")
+    await recorder.start()
+    driver = DirectDriver(sandman, ns, stack.settings.tenant, owner, s.image, BASELINE_SCHEDULER)
+    say(f"baseline: {sample:,} pods bound one at a time under QPS 50 / burst 100")
+    proc = await stack.spawn(
+        "baseline",
+        "-m",
+        "load.burst.baseline",
+        "--kubeconfig",
+        str(stack.sandman_kubeconfig),
+        "--namespace",
+        ns,
+        "--count",
+        str(sample),
+    )
+    try:
+        await _burst(s, recorder, driver, sample, s.ready_timeout_s)
+        await driver.release()
+        await _wait_gone(recorder, sample, s.release_timeout_s)
+    finally:
+        await recorder.stop()
+        stack.procs.pop("baseline", None)
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+    return _baseline_result(recorder, s.sandboxes, sample, budget.container_start_s)
+
+
+def _baseline_result(recorder: PodRecorder, n: int, sample: int, start_s: float) -> BaselineResult:
+    rows = list(recorder.sandboxes.values())
+    bound = sorted(t for t in (r.bound for r in rows) if t is not None)
+    ready = [t for t in (r.ready for r in rows) if t is not None]
+    model_s = an.qps_model_s(n, start_s=start_s)
+    if len(bound) < 4:
+        nan = math.nan
+        return BaselineResult(sample, nan, nan, nan, nan, model_s)
+    rate, head_s, k = an.sustained_rate(bound)
+    # Within a few bursts of the bucket the second half still spends saved tokens: no
+    # sustained rate to extrapolate from.
+    extrapolated = head_s + max(0, n - k) / rate + start_s if k >= 2 * BUCKET_BURST else math.nan
+    return BaselineResult(
+        sample=sample,
+        bound_s=bound[-1],
+        ready_s=max(ready) if len(ready) == sample else math.nan,
+        binds_per_s=rate,
+        extrapolated_s=extrapolated,
+        model_s=model_s,
+    )
+
+
+def _analyse(
+    s: BurstSettings, budget: ProfileBudget, p: _Phase, baseline: BaselineResult | None
+) -> BurstResult:
+    rows = [r for r in p.recorder.sandboxes.values() if r.requested is not None or r.bound]
+    ready = [r.ready for r in rows if r.ready is not None]
+    all_ready = max(ready) if len(ready) >= s.sandboxes else math.nan
+    model = an.BudgetModel(
+        sandboxes=s.sandboxes,
+        mutating_qps=budget.mutating_qps,
+        container_start_s=budget.container_start_s,
+        arrival_window_s=s.window_s,
+        nodes=budget.nodes,
+        kubelet_creation_rate=budget.creation_rate,
+    )
+    bound_s, which = an.lower_bound_s(model)
+    delta = p.after.minus(p.before)
+    writes = delta.writes(budget.user) / s.sandboxes
+    result = BurstResult(
+        title=f"Burst: {s.sandboxes:,} sandboxes within {s.window_s:g} s on {s.profile}"
+        + (f" ({budget.nodes} nodes)" if s.nodes else ""),
+        command=s.command,
+        mode=_mode(s),
+        sandboxes=rows,
+        requested=s.sandboxes,
+        all_ready_s=all_ready,
+        lower_bound_s=bound_s,
+        bound_by=which,
+        efficiency=an.efficiency(bound_s, all_ready),
+        stages=an.stage_stats(rows),
+        binds_per_s=an.binds_per_second(r.bound for r in rows),
+        writes_per_sandbox=writes,
+        write_breakdown=delta.breakdown(budget.user),
+        throttled_server=delta.rejected_429,
+        throttled_client=p.driver.stats.throttled,
+        given_up=dict(p.driver.stats.failures),
+        cpu_s=p.cpu_s,
+        admission_rejections=delta.admission_rejections,
+        left_after_release=p.left,
+        release_s=p.release_s,
+        notes=_notes(s, budget, model),
+        baseline=baseline,
+    )
+    result.checks = _checks(s, result)
+    return result
+
+
+def _notes(s: BurstSettings, b: ProfileBudget, m: an.BudgetModel) -> list[str]:
+    notes = [
+        f"Budget of Sandman's priority level: {b.mutating_qps:g} mutating requests/s; "
+        f"{m.writes_needed:,} writes before Ready (create + bind per sandbox) → "
+        f"{m.api_bound_s:.1f} s; kubelets: ⌈{s.sandboxes:,} / {b.nodes}⌉ creations per node at "
+        f"{b.creation_rate:g}/s → {m.kubelet_bound_s:.1f} s; container start "
+        f"{b.container_start_s:g} s (image preloaded on every node: the node agent's job).",
+        "Timestamps: the benchmark's monotonic clock when the pod watch first showed each "
+        "transition; requested/created around the create request (with batches, created is "
+        "the whole batch's response), pod seen = the first watch event of the pod.",
+        "Writes: mutating requests answered < 400 by Sandman's service account (controller, "
+        "facade; the benchmark's own creates in direct mode), from the API server's "
+        "apiserver_request_total; the kubelets' status writes and final deletes are node "
+        "traffic in their own priority level and not counted.",
+    ]
+    if s.baseline_sample:
+        notes.append(
+            f"Baseline: a model of kube-scheduler's default client limit (QPS 50, burst 100), "
+            f"one bind in flight, measured on a sample of {min(s.baseline_sample, s.sandboxes):,} "
+            f"pods after the Sandman phase and extrapolated at its sustained rate; "
+            f"not kube-scheduler itself."
+        )
+    return notes
+
+
+def _checks(s: BurstSettings, r: BurstResult) -> list[Check]:
+    t = s.thresholds
+    out = [
+        Check(
+            "efficiency",
+            f"≥ {t.min_efficiency:g}",
+            f"{r.efficiency:.3f}",
+            not math.isnan(r.efficiency) and r.efficiency >= t.min_efficiency,
+        ),
+        Check(
+            "API writes per sandbox",
+            f"≤ {t.max_writes_per_sandbox:g}",
+            f"{r.writes_per_sandbox:.3f}",
+            r.writes_per_sandbox <= t.max_writes_per_sandbox,
+        ),
+        Check(
+            "kubelet admission rejections",
+            f"≤ {t.max_admission_rejections}",
+            f"{r.admission_rejections:.0f}",
+            r.admission_rejections <= t.max_admission_rejections,
+        ),
+        Check(
+            "sandboxes left after release",
+            f"≤ {t.max_left_after_release}",
+            str(r.left_after_release),
+            r.left_after_release <= t.max_left_after_release,
+        ),
+    ]
+    if t.require_all_ready:
+        out.insert(
+            0, Check("all Ready", f"{r.requested:,}", f"{r.ready:,}", r.ready >= r.requested)
+        )
+    return out
