@@ -39,6 +39,14 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, help="override the profile's node count")
     p.add_argument("--workdir", type=Path, help="logs, kubeconfigs (default: a new temp dir)")
     p.add_argument("--port", type=int, default=0, help="facade port (default: any free port)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="simcluster profile override, e.g. nodes.count=20",
+    )  # fmt: skip
+    p.add_argument(
+        "--preload-image", action="append", default=[], metavar="IMAGE",
+        help="an image present on every node from the start (as the node agent would make it)",
+    )  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,6 +74,8 @@ def _settings(args: argparse.Namespace) -> StackSettings:
         profile=args.profile,
         nodes=args.nodes,
         facade_port=args.port,
+        simcluster_overrides=tuple(args.set),
+        preloaded_images=tuple(args.preload_image),
     )
 
 

@@ -54,6 +54,10 @@ class StackSettings:
     #: Tenants, each with its own token and namespace ``sandman-<name>``; the first is the
     #: one ``Stack.token`` belongs to.
     tenants: tuple[str, ...] = ("dev",)
+    #: Bearer tokens for some tenants (the rest get fresh random ones).
+    tenant_tokens: dict[str, str] = field(default_factory=dict)
+    #: Images present on every node at start (what the node agent's pre-pull achieves).
+    preloaded_images: tuple[str, ...] = ()
     max_sandboxes: int = 1000
     create_rate_per_s: float = 200.0
     create_burst: int = 1000
@@ -67,6 +71,7 @@ class StackSettings:
     controller_args: tuple[str, ...] = ()
     facade_args: tuple[str, ...] = ()
     #: Facade processes (stateless replicas sharing one config); the first is ``Stack.url``.
+    #: 0: no facade (a benchmark that creates pods itself).
     facade_replicas: int = 1
     start_timeout_s: float = 120.0
     python: str = field(default_factory=lambda: sys.executable)
@@ -86,7 +91,10 @@ class Stack:
     ) -> None:
         self.settings = settings
         self.say = progress or (lambda _m: None)
-        self.tokens = {name: secrets.token_urlsafe(24) for name in settings.tenants}
+        self.tokens = {
+            name: settings.tenant_tokens.get(name) or secrets.token_urlsafe(24)
+            for name in settings.tenants
+        }
         self.token = self.tokens[settings.tenants[0]]
         self.url = ""
         self.urls: list[str] = []
@@ -116,15 +124,16 @@ class Stack:
         self._write_facade_config()
         # Fixed ports, so a restarted controller or facade keeps its URL.
         self.controller_url = f"http://127.0.0.1:{_free_port()}"
-        self.url = f"http://{s.facade_host}:{s.facade_port or _free_port()}"
-        self.urls = [self.url] + [
-            f"http://{s.facade_host}:{_free_port()}" for _ in range(s.facade_replicas - 1)
+        self.urls = [
+            f"http://{s.facade_host}:{(s.facade_port if i == 0 else 0) or _free_port()}"
+            for i in range(s.facade_replicas)
         ]
+        self.url = self.urls[0] if self.urls else ""
         await self._start_controller()
         for replica in self._facades():
             await self._start_facade(replica)
         await self._wait_http("controller", f"{self.controller_url}/readyz")
-        self.say(f"ready: facade at {self.url}")
+        self.say(f"ready: facade at {self.url}" if self.url else "ready (no facade)")
 
     async def restart(self, name: str) -> None:
         """Stop ``controller`` or a facade (``facade``, ``facade-2``, ...) with SIGTERM and
@@ -136,7 +145,11 @@ class Stack:
             await self._start_facade(name)
 
     def _facades(self) -> list[str]:
-        return ["facade", *(f"facade-{i + 1}" for i in range(1, len(self.urls)))]
+        return ["facade", *(f"facade-{i + 1}" for i in range(1, len(self.urls)))][: len(self.urls)]
+
+    def namespace(self, tenant: str | None = None) -> str:
+        """The namespace of ``tenant`` (default: the first)."""
+        return f"sandman-{tenant or self.settings.tenants[0]}"
 
     async def _start_simcluster(self) -> None:
         s = self.settings
@@ -145,10 +158,13 @@ class Stack:
         args += ["--status-every", "30"]
         if s.nodes is not None:
             args += ["--nodes", str(s.nodes)]
-        for override in s.simcluster_overrides:
+        overrides = list(s.simcluster_overrides)
+        if s.preloaded_images:
+            overrides.append(f"nodes.preloaded_images=[{','.join(s.preloaded_images)}]")
+        for override in overrides:
             args += ["--set", override]
         self.say(f"starting simcluster (profile {s.profile})")
-        await self._spawn("simcluster", args)
+        await self.spawn("simcluster", args)
         await self._wait_for(
             "simcluster", lambda: (cluster_dir / "kubeconfig-sandman").exists(), s.start_timeout_s
         )
@@ -162,7 +178,7 @@ class Stack:
     async def _start_controller(self) -> None:
         self.say("starting the controller")
         port = self.controller_url.rsplit(":", 1)[1]
-        await self._spawn(
+        await self.spawn(
             "controller",
             [
                 "-m", "controller", "--kubeconfig", self.service_kubeconfig, "--no-leader-elect",
@@ -175,7 +191,7 @@ class Stack:
         self.say(f"starting the {name}")
         url = self.urls[self._facades().index(name)]
         host, port = url.removeprefix("http://").rsplit(":", 1)
-        await self._spawn(
+        await self.spawn(
             name,
             [
                 "-m", "controller.facade", "--config", str(self.settings.workdir / "facade.yaml"),
@@ -228,7 +244,8 @@ class Stack:
                 with contextlib.suppress(AlreadyExists):
                     await client.create(RESOURCE_QUOTAS, quota, namespace)
 
-    async def _spawn(self, name: str, args: list[str]) -> None:
+    async def spawn(self, name: str, args: list[str]) -> asyncio.subprocess.Process:
+        """``python <args>`` as part of the stack: logged to ``<name>.log``, stopped with it."""
         log = self.log_path(name)
         # Appended, so a restarted process keeps its predecessor's log; waits read from here.
         self._log_offsets[name] = log.stat().st_size if log.exists() else 0
@@ -242,6 +259,7 @@ class Stack:
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 start_new_session=True,  # Ctrl-C in a terminal goes to us; we stop them in order
             )
+        return self.processes[name]
 
     def log_path(self, name: str) -> Path:
         return self.settings.workdir / f"{name}.log"
@@ -293,7 +311,9 @@ class Stack:
     # --- stop -----------------------------------------------------------------------------
     async def stop(self) -> None:
         """Stop the facade, the controller, then simcluster (which stops its pod processes)."""
-        for name in (*self._facades(), "controller", "simcluster"):
+        core = ("controller", "simcluster")
+        extra = [n for n in self.processes if n not in core and n not in self._facades()]
+        for name in (*self._facades(), *extra, *core):
             await self._stop_one(name)
 
     async def _stop_one(self, name: str, timeout_s: float = 20.0) -> None:

@@ -60,7 +60,7 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
     from load.burst.report import write_csv, write_markdown, write_plot
     from load.burst.run import run_burst
     from load.burst.settings import BurstSettings, Thresholds
-    from load.burst.stack import StackError
+    from sandman.stack import StackError
 
     out = Path(a.out or f"build/bench-burst/{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     settings = BurstSettings(

@@ -28,7 +28,10 @@ from load.burst.progress import Progress
 from load.burst.recorder import PodRecorder
 from load.burst.report import BaselineResult, BurstResult, Check
 from load.burst.settings import BurstSettings, ProfileBudget, profile_budget
-from load.burst.stack import Stack, StackSettings
+from sandman.stack import Stack, StackSettings
+
+TENANT = "bench"
+TOKEN = "bench-token-0123456789abcdef"  # the benchmark tenant's bearer token (loopback only)
 
 __all__ = ["run_burst"]
 
@@ -49,16 +52,23 @@ class _Phase:
 
 
 def _stack_settings(s: BurstSettings) -> StackSettings:
+    """The production process topology (sandman/stack.py): one tenant whose own limits never
+    bind in a burst (the benchmark measures the cluster), the task image preloaded on every
+    node (the node agent's job), and no facade in ``--direct`` mode."""
+    controller = ("--qps", f"{s.controller_qps:g}", "--burst", str(s.controller_burst))
     return StackSettings(
         workdir=s.out / "stack",
         profile=s.profile,
         nodes=s.nodes,
-        overrides=s.overrides,
-        preload_image=s.image,
-        controller_qps=s.controller_qps,
-        controller_burst=s.controller_burst,
-        controller_args=s.controller_args,
-        facade=not s.direct,
+        simcluster_overrides=s.overrides,
+        preloaded_images=(s.image,),
+        controller_args=(*controller, "--progress-interval", "10", *s.controller_args),
+        facade_replicas=0 if s.direct else 1,
+        tenants=(TENANT,),
+        tenant_tokens={TENANT: TOKEN},
+        max_sandboxes=20_000,
+        create_rate_per_s=5_000,
+        create_burst=12_000,
     )
 
 
@@ -85,19 +95,18 @@ async def run_burst(s: BurstSettings, say: Say) -> BurstResult:
     budget = profile_budget(s)
     owner = f"burst-{int(time.time())}"
     async with Stack(_stack_settings(s), say) as stack:
-        st = stack.settings
         admin_settings = ClientSettings(qps=0, max_connections=8, max_attempts=10)
-        admin_kc, sandman_kc = str(stack.admin_kubeconfig), str(stack.sandman_kubeconfig)
+        admin_kc, sandman_kc = str(stack.kubeconfig), stack.service_kubeconfig
         async with (
             await KubeClient.connect(admin_settings, kubeconfig=admin_kc) as admin,
             await KubeClient.connect(_client_settings(), kubeconfig=sandman_kc) as sandman,
         ):
-            metrics = MetricsReader(stack.admin_kubeconfig)
+            metrics = MetricsReader(stack.kubeconfig)
             driver: Driver
             if s.direct:
-                driver = DirectDriver(sandman, st.namespace, st.tenant, owner, s.image)
+                driver = DirectDriver(sandman, stack.namespace(), TENANT, owner, s.image)
             else:
-                driver = FacadeDriver(stack.facade_url, st.token, owner, s.image, s.batch)
+                driver = FacadeDriver(stack.url, stack.token, owner, s.image, s.batch)
             try:
                 phase = await _sandman_phase(s, admin, metrics, driver, owner, say, stack)
             finally:
@@ -117,7 +126,7 @@ async def _sandman_phase(
     say: Say,
     stack: Stack,
 ) -> _Phase:
-    ns = _stack_settings(s).namespace
+    ns = stack.namespace()
     selector = f"{LABEL_OWNER}={owner}"
     recorder = PodRecorder(admin, ns, selector)
     await recorder.start()
@@ -141,7 +150,7 @@ async def _sandman_phase(
 
 def _cpu_seconds(stack: Stack) -> dict[str, float]:
     """user + system CPU of each stack process and of this one (the benchmark)."""
-    procs = {name: psutil.Process(p.pid) for name, p in stack.procs.items()}
+    procs = {name: psutil.Process(p.pid) for name, p in stack.processes.items()}
     procs["benchmark"] = psutil.Process()
     out = {}
     for name, proc in procs.items():
@@ -211,30 +220,26 @@ async def _baseline_phase(
 ) -> BaselineResult:
     """A sample of the burst bound by the one-at-a-time binder (its own process)."""
     sample = min(s.baseline_sample, s.sandboxes)
-    ns = stack.settings.namespace
+    ns = stack.namespace()
     owner = f"{owner}-baseline"
     recorder = PodRecorder(admin, ns, f"{LABEL_OWNER}={owner}")
     await recorder.start()
-    driver = DirectDriver(sandman, ns, stack.settings.tenant, owner, s.image, BASELINE_SCHEDULER)
+    driver = DirectDriver(sandman, ns, TENANT, owner, s.image, BASELINE_SCHEDULER)
     say(f"baseline: {sample:,} pods bound one at a time under QPS 50 / burst 100")
     proc = await stack.spawn(
         "baseline",
-        "-m",
-        "load.burst.baseline",
-        "--kubeconfig",
-        str(stack.sandman_kubeconfig),
-        "--namespace",
-        ns,
-        "--count",
-        str(sample),
-    )
+        [
+            "-m", "load.burst.baseline", "--kubeconfig", stack.service_kubeconfig,
+            "--namespace", ns, "--count", str(sample),
+        ],
+    )  # fmt: skip
     try:
         await _burst(s, recorder, driver, sample, s.ready_timeout_s)
         await driver.release()
         await _wait_gone(recorder, sample, s.release_timeout_s)
     finally:
         await recorder.stop()
-        stack.procs.pop("baseline", None)
+        stack.processes.pop("baseline", None)
         if proc.returncode is None:
             proc.kill()
         await proc.wait()

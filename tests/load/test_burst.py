@@ -20,21 +20,17 @@ from load.burst.progress import say
 from load.burst.report import write_csv, write_markdown, write_plot
 from load.burst.run import run_burst
 from load.burst.settings import BurstSettings, Thresholds
-from load.burst.stack import StackSettings, write_facade_config
 
 
-def test_facade_config_has_one_unthrottled_tenant(tmp_path: Path) -> None:
-    import hashlib
+def test_the_benchmark_tenant_is_never_throttled_by_the_facade(tmp_path: Path) -> None:
+    from load.burst.run import TENANT, TOKEN, _stack_settings
 
-    import yaml
-
-    s = StackSettings(workdir=tmp_path)
-    config = yaml.safe_load(write_facade_config(tmp_path / "f.yaml", s).read_text())
-    assert len(config["secret"]) >= 32
-    (tenant,) = config["tenants"]
-    assert tenant["namespace"] == s.namespace
-    assert tenant["token_sha256"] == [hashlib.sha256(s.token.encode()).hexdigest()]
-    assert tenant["create_burst"] >= 11_858
+    s = _stack_settings(BurstSettings(out=tmp_path, sandboxes=11_858))
+    assert s.tenants == (TENANT,) and s.tenant_tokens == {TENANT: TOKEN}
+    assert s.create_burst >= 11_858 and s.max_sandboxes >= 11_858
+    assert "registry" in s.preloaded_images[0]  # the task image is on every node
+    direct = _stack_settings(BurstSettings(out=tmp_path, sandboxes=10, direct=True))
+    assert direct.facade_replicas == 0
 
 
 @pytest.mark.anyio

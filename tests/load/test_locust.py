@@ -82,24 +82,24 @@ async def test_locust_trainer_step_against_the_stack(tmp_path: Path) -> None:
     import csv
     import os
 
-    from load.burst.stack import Stack, StackSettings
+    from sandman.stack import Stack, StackSettings
 
-    settings = StackSettings(workdir=tmp_path / "stack", profile="dev", token="locust-test-token")
+    settings = StackSettings(workdir=tmp_path / "stack", profile="dev")
     settings.workdir.mkdir()
     locust = str(Path(sys.executable).with_name("locust"))
 
     async def run(csv_prefix: Path, *extra: str) -> int:
         proc = await asyncio.create_subprocess_exec(
             locust, "-f", str(ROOT / "load" / "locustfile.py"), "--headless",
-            "--host", stack.facade_url, "-u", "2", "-r", "2", "-t", "60s", "--steps", "1",
+            "--host", stack.url, "-u", "2", "-r", "2", "-t", "60s", "--steps", "1",
             "--batch", "2", "--think-time", "0.1", "--tool-calls", "3",
             "--csv", str(csv_prefix), "--only-summary", *extra, "TrainerStepUser",
-            env={**os.environ, "SANDMAN_TOKEN": settings.token},
+            env={**os.environ, "SANDMAN_TOKEN": stack.token},
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, cwd=ROOT,
         )  # fmt: skip
         return await proc.wait()
 
-    async with Stack(settings, lambda _m: None) as stack:
+    async with Stack(settings) as stack:
         assert await run(tmp_path / "ok") == 0
         assert await run(tmp_path / "strict", "--max-ready-p95-ms", "1") == 1
 
