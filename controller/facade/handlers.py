@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import msgspec
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .errors import FacadeError, error_response
 from .index import SandboxIndex
@@ -224,8 +225,6 @@ class FacadeHandlers:
         return web.Response(status=503, text="watch caches not synced\n")
 
     async def prometheus(self, request: web.Request) -> web.Response:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
         body = generate_latest(self.metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
