@@ -15,6 +15,7 @@ import asyncio
 import builtins
 import contextlib
 import io
+import logging
 import tarfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ import anyio
 from daemon.sandbox.client import SandboxClient
 from daemon.sandbox.models import DirEntry, FileStat, ProcessInfo
 
-from .errors import Conflict, ConnectionFailed, NotFound
+from .errors import Conflict, ConnectionFailed, NotFound, SandmanError
 from .results import ProcessLogs, SessionResult
 from .settings import Timeouts
 
@@ -39,6 +40,8 @@ __all__ = [
     "command_fields",
     "open_session",
 ]
+
+log = logging.getLogger("sandman.sdk")
 
 
 class ToolCalls:
@@ -104,8 +107,13 @@ class AsyncSession:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            await self.close()
+        # Leaving the block must not mask the block's own exception, and a session whose
+        # sandbox is already gone has nothing to close: log, don't raise.
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.close()
+            except SandmanError as e:
+                log.warning("could not close session %s: %s", self.name, e)
 
 
 async def open_session(
