@@ -19,7 +19,6 @@ import os
 import re
 import secrets
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ import yaml
 from controller.kube import ClientSettings, KubeClient
 from controller.kube.errors import AlreadyExists
 from controller.kube.resources import Resource
+from daemon.ports import free_listen_port
 
 __all__ = ["Stack", "StackError", "StackSettings"]
 
@@ -77,12 +77,6 @@ class StackSettings:
     python: str = field(default_factory=lambda: sys.executable)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Stack:
     """``async with Stack(settings) as stack``: ``stack.url`` and ``stack.token`` to use it."""
 
@@ -123,9 +117,9 @@ class Stack:
             await self._ensure_namespace(f"sandman-{tenant}", s.quota_pods.get(tenant))
         self._write_facade_config()
         # Fixed ports, so a restarted controller or facade keeps its URL.
-        self.controller_url = f"http://127.0.0.1:{_free_port()}"
+        self.controller_url = f"http://127.0.0.1:{free_listen_port()}"
         self.urls = [
-            f"http://{s.facade_host}:{(s.facade_port if i == 0 else 0) or _free_port()}"
+            f"http://{s.facade_host}:{(s.facade_port if i == 0 else 0) or free_listen_port()}"
             for i in range(s.facade_replicas)
         ]
         self.url = self.urls[0] if self.urls else ""

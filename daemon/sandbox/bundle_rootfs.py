@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.ports import free_listen_port
+
 BUNDLE_MOUNT = "/sandman"
 _PT_INTERP = 3
 _APT_HINT = "install the Debian packages bubblewrap and busybox-static (`make system-deps`)"
@@ -120,11 +122,8 @@ def bwrap_argv(
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 for the daemon to bind (outside the ephemeral range)."""
+    return free_listen_port("127.0.0.1")
 
 
 def healthz_ok(port: int, timeout: float = 0.5) -> bool:
