@@ -161,8 +161,10 @@ async def test_facade_restart_loses_nothing(
     for sid in ids:
         async with http.get(f"/v1/sandboxes/{sid}", params={"wait": "ready"}) as r:
             assert (await _json(r))["state"] == "ready"
-    async with http.post(f"/v1/sandboxes/{ids[0]}/exec", json={"command": "echo kept > /tmp/k"}):
-        pass
+    async with http.post(
+        f"/v1/sandboxes/{ids[0]}/exec", json={"command": "echo kept > /tmp/k"}
+    ) as r:
+        assert (await _json(r))["exit_code"] == 0
     await stack.restart("facade")
     async with http.get("/v1/sandboxes", params={"owner": owner}) as r:
         assert sorted(s["id"] for s in (await _json(r))["items"]) == sorted(ids)
@@ -262,8 +264,9 @@ async def test_streaming_exec_and_background_process_through_the_facade(
     async with http.post(f"/v1/sandboxes/{sid}/processes", json=proc) as r:
         assert r.status in (200, 201), await r.text()
         pid = (await _json(r))["id"]
-    async with http.post(f"/v1/sandboxes/{sid}/processes/{pid}/signal", json={"signal": "TERM"}):
-        pass
+    signal = {"signal": "TERM"}
+    async with http.post(f"/v1/sandboxes/{sid}/processes/{pid}/signal", json=signal) as r:
+        assert r.status == 200, await r.text()
     async with http.post(f"/v1/sandboxes/{sid}/processes/{pid}/wait", json={"timeout_s": 5}) as r:
         assert (await _json(r))["running"] is False
     await _release_owner(http, owner)
