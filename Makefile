@@ -4,14 +4,13 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-LOAD_STAMP := $(VENV)/.load-installed
 APT_PACKAGES := bubblewrap busybox-static binutils
 BUNDLE_DIR := build/daemon-bundle
 
 .PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst simcluster clean
 
 demo: system-deps $(STAMP)
-	$(BIN)/sandman demo
+	$(BIN)/sandman-dev demo
 
 test: system-deps $(STAMP) lint typecheck imports pytest
 
@@ -27,10 +26,12 @@ system-deps:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# Three distributions from one checkout, each editable: the trainer SDK (sdk/), the servers
+# (this folder) and the development tools (devtools/: simcluster, devstack, load, test tools).
+$(STAMP): pyproject.toml sdk/pyproject.toml devtools/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e ./sdk -e . -e ./devtools
 	@touch $@
 
 lint: $(STAMP)
@@ -43,17 +44,17 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-pytest: $(STAMP) $(LOAD_STAMP)
+pytest: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 bundle: $(STAMP)
 	$(BIN)/python -m daemon.sandbox.bundle build --out $(BUNDLE_DIR)
 
 bench-daemon: system-deps $(STAMP) bundle
-	$(BIN)/python -m daemon.sandbox.bench --bundle $(BUNDLE_DIR)
+	$(BIN)/python -m load.bench.daemon --bundle $(BUNDLE_DIR)
 
 bench-scheduler: $(STAMP)
-	$(BIN)/python -m scheduler.bench
+	$(BIN)/python -m load.bench.scheduler
 
 # The simulated cluster: `make simcluster PROFILE=paper-burst`; Ctrl-C stops it.
 PROFILE ?= dev
@@ -61,27 +62,22 @@ simcluster: system-deps $(STAMP)
 	$(BIN)/python -m simcluster up --profile $(PROFILE)
 
 bench-simcluster: $(STAMP)
-	$(BIN)/python -m simcluster.bench --repeat 5 --json
+	$(BIN)/python -m load.bench.simcluster --repeat 5 --json
 
 bench-controller: $(STAMP)
-	$(BIN)/python -m controller.bench
+	$(BIN)/python -m load.bench.controller
 
 bench-controller-burst: $(STAMP)
-	$(BIN)/python -m controller.bench_burst
+	$(BIN)/python -m load.bench.controller_burst
 
 bench-facade: $(STAMP)
-	$(BIN)/python -m sandman.bench_facade
+	$(BIN)/python -m load.bench.facade
 
 # The reference burst (DESIGN.md §3): simcluster paper-burst + controller + facade as separate
 # processes; report in build/bench-burst/<time>/. BURST_ARGS="--direct" skips the facade.
 BURST_ARGS ?=
-bench-burst: $(STAMP) $(LOAD_STAMP)
+bench-burst: $(STAMP)
 	$(BIN)/python -m load.burst $(BURST_ARGS)
 
-# locust and matplotlib (the `load` extra): the load tests, the burst report and its tests.
-$(LOAD_STAMP): pyproject.toml | $(STAMP)
-	$(BIN)/pip install -q -e '.[dev,load]'
-	@touch $@
-
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info sdk/*.egg-info devtools/*.egg-info

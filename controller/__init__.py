@@ -1,7 +1,5 @@
 """Sandman's controller (issue 5): binds sandbox pods in bulk and keeps the fleet clean.
 
-- :mod:`controller.kube` — the one Kubernetes client (kr8s credentials, aiohttp transport);
-- :mod:`controller.informer`, :mod:`controller.cache` — list/watch caches;
 - :mod:`controller.view` — informers feeding the placement engine (:mod:`scheduler`);
 - :mod:`controller.binder` — batched plans and concurrent binds;
 - :mod:`controller.replace` — sandboxes rejected by the kubelet before running, placed again;
@@ -9,5 +7,6 @@
 - :mod:`controller.leader` — Lease leader election;
 - :mod:`controller.app`, ``python -m controller`` — the process, health and metrics.
 
-See docs/controller.md.
+It talks to the API server through the shared client layer (:mod:`kube`) and never imports
+the facade (an import-linter contract). See docs/controller.md.
 """

@@ -14,11 +14,11 @@ import sys
 
 from controller.app import Controller, ControllerSettings, default_identity
 from controller.binder import BinderSettings
-from controller.contract import SCHEDULER_NAME
 from controller.gc import GCSettings
-from controller.kube import ClientSettings
 from controller.leader import ElectionSettings
 from controller.view import ViewSettings
+from kube import ClientSettings
+from kube.contract import SCHEDULER_NAME
 from scheduler import SchedulerSettings
 
 __all__ = ["main", "parse_settings"]

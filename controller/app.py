@@ -23,11 +23,11 @@ from aiohttp import web
 
 from controller.binder import Binder, BinderSettings
 from controller.gc import GarbageCollector, GCSettings
-from controller.kube import ClientSettings, KubeClient
 from controller.leader import ElectionSettings, LeaderElector
 from controller.metrics import ControllerMetrics
 from controller.replace import Replacer, ReplacerSettings
 from controller.view import ClusterView, ViewSettings
+from kube import ClientSettings, KubeClient
 from scheduler import Scheduler, SchedulerSettings
 
 __all__ = ["Controller", "ControllerSettings", "default_identity"]

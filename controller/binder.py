@@ -33,11 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controller.cache import Obj
-from controller.informer import Handlers
-from controller.kube import EVENTS, Conflict, KubeClient, KubeError, NotFound
 from controller.metrics import ControllerMetrics
 from controller.view import ClusterView
+from kube import EVENTS, Conflict, KubeClient, KubeError, NotFound
+from kube.cache import Obj
+from kube.informer import Handlers
 from scheduler import Assignment, Scheduler, Unschedulable
 
 __all__ = ["Binder", "BinderSettings"]

@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from controller.cache import Obj
-from controller.contract import ANNOTATION_EXPIRES_AT, ANNOTATION_IDLE_TIMEOUT
-from controller.kube import EVENTS, PODS, KubeClient, KubeError, NotFound
 from controller.metrics import ControllerMetrics
 from controller.owners import OwnerLeases
 from controller.view import ClusterView
+from kube import EVENTS, PODS, KubeClient, KubeError, NotFound
+from kube.cache import Obj
+from kube.contract import ANNOTATION_EXPIRES_AT, ANNOTATION_IDLE_TIMEOUT
 
 __all__ = ["GCSettings", "GarbageCollector"]
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from controller.kube import LEASES, Conflict, KubeClient, KubeError, NotFound
+from kube import LEASES, Conflict, KubeClient, KubeError, NotFound
 
 __all__ = ["ElectionSettings", "LeaderElector"]
 

@@ -97,7 +97,7 @@ class ControllerMetrics:
         self._request_children: dict[tuple[str, int], tuple[Any, Any]] = {}
 
     def observe_request(self, verb: str, code: int, seconds: float) -> None:
-        """A :class:`controller.kube.RequestObserver`. Called for every request (each bind),
+        """A :class:`kube.RequestObserver`. Called for every request (each bind),
         so the labelled children are looked up once per (verb, code), not per call."""
         children = self._request_children.get((verb, code))
         if children is None:

@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from controller.cache import Obj, object_key
-from controller.informer import Handlers
-from controller.kube import PODS, KubeClient
 from controller.view import ClusterView
+from kube import PODS, KubeClient
+from kube.cache import Obj, object_key
+from kube.informer import Handlers
 
 __all__ = ["OwnerLeases"]
 

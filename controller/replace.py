@@ -23,12 +23,12 @@ import copy
 import logging
 from dataclasses import dataclass
 
-from controller.cache import Obj
-from controller.contract import ANNOTATION_ATTEMPT, ANNOTATION_REPLACES
-from controller.informer import Handlers
-from controller.kube import PODS, AlreadyExists, KubeClient, KubeError, NotFound
 from controller.metrics import ControllerMetrics
 from controller.view import ClusterView
+from kube import PODS, AlreadyExists, KubeClient, KubeError, NotFound
+from kube.cache import Obj
+from kube.contract import ANNOTATION_ATTEMPT, ANNOTATION_REPLACES
+from kube.informer import Handlers
 
 __all__ = ["Replacer", "ReplacerSettings", "rejected_before_running"]
 

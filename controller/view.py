@@ -20,10 +20,10 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from controller.cache import Obj
-from controller.contract import LABEL_OWNER, SCHEDULER_NAME
-from controller.informer import Handlers, Informer, InformerSettings
-from controller.kube import LEASES, NODES, PODS, KubeClient
+from kube import LEASES, NODES, PODS, KubeClient
+from kube.cache import Obj
+from kube.contract import LABEL_OWNER, SCHEDULER_NAME
+from kube.informer import Handlers, Informer, InformerSettings
 from scheduler import Scheduler
 
 __all__ = ["ClusterView", "ViewSettings"]

@@ -7,7 +7,7 @@ A test bed and the embedded default, never a production path. The pieces:
 - ``simcluster.cluster.Cluster``: server + kubelets + node faults, from ``ClusterSettings``;
 - ``simcluster.profile``: profiles (YAML) -> ``ClusterSettings``;
 - ``simcluster.embedded.EmbeddedCluster``: a cluster on a background thread;
-- ``python -m simcluster`` (CLI) and ``python -m simcluster.bench``.
+- ``python -m simcluster`` (CLI) and ``python -m load.bench.simcluster``.
 
 See docs/simcluster.md.
 """

@@ -1,7 +1,7 @@
 """Loopback pod networks that do not collide between simulated clusters on one machine.
 
 In process mode every pod's daemon listens on its own loopback address (127.<n>.<node>.<host>).
-Two clusters on one machine (a developer's ``sandman up`` next to a test run, or tests in
+Two clusters on one machine (a developer's ``sandman-dev up`` next to a test run, or tests in
 parallel) must not hand out the same addresses, or a trainer's call lands in another
 cluster's sandbox. A cluster *reserves* a range of second octets by binding a lock socket on
 the range's first node address; the kernel releases it when the process exits, even on

@@ -33,8 +33,9 @@ def _read_token(args: argparse.Namespace) -> str:
 def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
     parser = argparse.ArgumentParser(prog="sandman-daemon", description=__doc__)
     env = os.environ.get
-    parser.add_argument("--host", default=env("SANDMAN_HOST", "0.0.0.0"))
-    parser.add_argument("--port", type=int, default=int(env("SANDMAN_PORT", "8790")))
+    defaults = DaemonSettings(token="-")
+    parser.add_argument("--host", default=env("SANDMAN_HOST", defaults.host))
+    parser.add_argument("--port", type=int, default=int(env("SANDMAN_PORT", defaults.port)))
     parser.add_argument("--token-file", default=None)
     parser.add_argument("--workdir", default=env("SANDMAN_WORKDIR"))
     parser.add_argument("--run-dir", default=env("SANDMAN_RUN_DIR"))
@@ -44,7 +45,6 @@ def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
         default=float(env("SANDMAN_IDLE_TIMEOUT", "0")) or None,
         help="exit cleanly after this many seconds without an API call (0: never)",
     )
-    defaults = DaemonSettings(token="-")
     parser.add_argument("--max-concurrent-execs", type=int, default=defaults.max_concurrent_execs)
     parser.add_argument("--max-json-body-bytes", type=int, default=defaults.max_json_body_bytes)
     parser.add_argument("--max-upload-bytes", type=int, default=defaults.max_upload_bytes)

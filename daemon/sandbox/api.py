@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import models as m
+from sandman.wire import daemon as m
 
 __all__ = ["ROUTES", "Route"]
 

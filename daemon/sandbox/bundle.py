@@ -12,7 +12,7 @@ unknown version. So the bundle brings everything itself:
 - `bundle.json`, a manifest with the exact pod argv, loader, glibc and Python versions.
 
 The bootloader is started *through the bundled loader*, so the image's own `/lib` (if any)
-is never consulted and no shell is needed (see `pod_command`). Two PyInstaller details shape
+is never consulted and no shell is needed (`layout.bundle_command`). Two PyInstaller details shape
 the layout (checked against PyInstaller 6.x):
 
 - started as `ld.so ./sandman-daemon`, `/proc/self/exe` is the loader; the bootloader
@@ -36,33 +36,30 @@ import json
 import os
 import platform
 import shutil
-import statistics
+import struct
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from .bundle_rootfs import (
+import sandman.wire
+
+from .layout import (
     BUNDLE_MOUNT,
-    RootfsDaemon,
-    build_busybox_rootfs,
-    elf_interpreter,
-    free_port,
-    start_in_rootfs,
+    DAEMON_PORT,
+    ENTRY_MODULE,
+    EXECUTABLE,
+    LIBDIR,
+    MANIFEST,
+    UnknownMachine,
+    bundle_command,
+    loader_name,
 )
 
-EXECUTABLE = "sandman-daemon"
-LIBDIR = "_internal"
-MANIFEST = "bundle.json"
-ENTRY_MODULE = "daemon.sandbox.__main__"
-DEFAULT_PORT = 8790  # the daemon's own default (DaemonSettings.port)
+__all__ = ["BundleError", "build", "dir_size", "elf_interpreter", "main", "verify_closure"]
 
-# The loader's file name per architecture (the ELF PT_INTERP basename); the bootloader's
-# "started through ld.so" detection relies on the `ld-*.so.*` pattern, so keep the names.
-LOADERS = {"x86_64": "ld-linux-x86-64.so.2", "aarch64": "ld-linux-aarch64.so.1"}
+_PT_INTERP = 3
 
 # glibc pieces that `ldd` does not show because they are dlopen()ed at run time:
 # libgcc_s is loaded by glibc for thread cancellation/pthread_exit (Python threads at
@@ -116,31 +113,35 @@ class BundleError(RuntimeError):
     """The bundle cannot be built or does not hold together; the message says why."""
 
 
-def loader_name(machine: str | None = None) -> str:
-    """The dynamic loader's file name for `machine` (default: this host)."""
-    machine = machine or platform.machine()
-    try:
-        return LOADERS[machine]
-    except KeyError:
-        raise BundleError(f"no glibc loader name known for machine {machine!r}")
+def elf_interpreter(path: Path) -> str | None:
+    """The PT_INTERP (dynamic loader) an ELF file asks for, or None if it is static.
 
-
-def pod_command(
-    mount: str = BUNDLE_MOUNT,
-    *,
-    host: str = "0.0.0.0",
-    port: int = DEFAULT_PORT,
-    machine: str | None = None,
-) -> list[str]:
-    """The exact container `command` that starts the daemon from a bundle mounted at `mount`.
-
-    No shell, no PATH lookup, no environment variable: it works in a rootfs with no /bin/sh
-    and no libc. The token comes from the `SANDMAN_TOKEN` environment variable.
+    A tiny parser instead of `readelf`, so the check works without binutils: 64-bit
+    little-endian ELF only, which is what x86_64 and aarch64 Linux use.
     """
-    lib = f"{mount}/{LIBDIR}"
-    loader = f"{lib}/{loader_name(machine)}"
-    return [loader, "--library-path", lib, f"{mount}/{EXECUTABLE}", "--host", host,
-            "--port", str(port)]  # fmt: skip
+    with path.open("rb") as f:
+        ident = f.read(64)
+        if ident[:4] != b"\x7fELF" or ident[4] != 2 or ident[5] != 1:
+            raise BundleError(f"{path} is not a 64-bit little-endian ELF file")
+        (phoff,) = struct.unpack_from("<Q", ident, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", ident, 0x36)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+        for i in range(phnum):
+            p_type, _flags, p_offset, _va, _pa, p_filesz = struct.unpack_from(
+                "<IIQQQQ", table, i * phentsize
+            )
+            if p_type == _PT_INTERP:
+                f.seek(p_offset)
+                return f.read(p_filesz).rstrip(b"\0").decode()
+    return None
+
+
+def _loader() -> str:
+    try:
+        return loader_name()
+    except UnknownMachine as e:
+        raise BundleError(str(e)) from e
 
 
 def _require_tools() -> None:
@@ -152,7 +153,14 @@ def _require_tools() -> None:
         )
 
 
-def _run_pyinstaller(work: Path, entry_module: str, repo_root: Path) -> Path:
+def _source_roots() -> list[Path]:
+    """Where the daemon's packages live: this checkout's root and the SDK's folder (for the
+    wire models). PyInstaller does not follow setuptools' editable-install finders."""
+    here = Path(__file__).resolve().parents[2]
+    return sorted({here, Path(sandman.wire.__file__).resolve().parents[2]})
+
+
+def _run_pyinstaller(work: Path, entry_module: str) -> Path:
     """Run PyInstaller (onedir) into `work/dist`; return the app folder."""
     entry = work / "sandman_daemon_entry.py"
     entry.write_text(_ENTRY_SCRIPT.format(module=entry_module))
@@ -160,7 +168,9 @@ def _run_pyinstaller(work: Path, entry_module: str, repo_root: Path) -> Path:
     hook.write_text(_RUNTIME_HOOK)
     cmd = [sys.executable, "-m", "PyInstaller", "--noconfirm", "--onedir", "--name", EXECUTABLE]
     cmd += ["--distpath", str(work / "dist"), "--workpath", str(work / "pyi")]
-    cmd += ["--specpath", str(work), "--paths", str(repo_root), "--runtime-hook", str(hook)]
+    cmd += ["--specpath", str(work), "--runtime-hook", str(hook)]
+    for root in _source_roots():
+        cmd += ["--paths", str(root)]
     cmd += ["--strip", "--noupx", "--log-level", "WARN", "--contents-directory", LIBDIR]
     cmd += ["--optimize", "2"]
     for name in EXCLUDES:
@@ -218,7 +228,7 @@ def _add_system_libs(app: Path) -> list[str]:
 def verify_closure(app: Path) -> None:
     """Every ELF in the bundle must resolve, through the *bundled* loader, inside _internal."""
     libdir = app / LIBDIR
-    loader = libdir / loader_name()
+    loader = libdir / _loader()
     for elf in _elf_files(app):
         if elf == loader:
             continue
@@ -245,12 +255,12 @@ def _write_manifest(app: Path, added: list[str]) -> dict[str, object]:
         "format": 1,
         "executable": EXECUTABLE,
         "library_dir": LIBDIR,
-        "loader": f"{LIBDIR}/{loader_name()}",
+        "loader": f"{LIBDIR}/{_loader()}",
         "machine": platform.machine(),
         "glibc": (os.confstr("CS_GNU_LIBC_VERSION") or "").removeprefix("glibc "),
         "python": platform.python_version(),
         "system_libs": added,
-        "pod_command": pod_command(),
+        "pod_command": bundle_command(host="0.0.0.0", loader=_loader()),
         "size_bytes": dir_size(app),
     }
     (app / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -258,18 +268,17 @@ def _write_manifest(app: Path, added: list[str]) -> dict[str, object]:
 
 
 def build(
-    out: Path, *, work: Path | None = None, entry_module: str = ENTRY_MODULE
+    out: Path, *, work: Path | None = None, entry_module: str = f"{ENTRY_MODULE}.__main__"
 ) -> dict[str, object]:
     """Build the bundle into `out` and return its manifest.
 
     `out` is replaced only once the new bundle is complete and its closure verified.
     """
     _require_tools()
-    repo_root = Path(__file__).resolve().parents[2]
     out = out.resolve()
     work = (work or out.parent / f"{out.name}.work").resolve()
     work.mkdir(parents=True, exist_ok=True)
-    app = _run_pyinstaller(work, entry_module, repo_root)
+    app = _run_pyinstaller(work, entry_module)
     added = _add_system_libs(app)
     verify_closure(app)
     manifest = _write_manifest(app, added)
@@ -281,118 +290,15 @@ def build(
     return manifest
 
 
-@dataclass
-class StartupFigures:
-    """What `measure_startup` reports (seconds and bytes).
-
-    `venv_*` is the same daemon started on the host from the build interpreter
-    (`python -m daemon.sandbox`), sampled alternately with the bundle so both see the same
-    machine noise: their ratio is the figure to quote, not either absolute time.
-    """
-
-    runs: int
-    start_to_healthy_s: list[float]
-    median_s: float
-    max_s: float
-    venv_median_s: float
-    bundle_over_venv: float
-    idle_rss_bytes: int
-    bundle_bytes: int
-
-
-def _rss_bytes(pid: int | None) -> int:
-    if pid is None:
-        return 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-def _bundle_sample(
-    bundle: Path, rootfs: Path, log: Path, idle_s: float | None
-) -> tuple[float, int]:
-    """One start of the bundle in the rootfs: (seconds to healthy, idle RSS or 0)."""
-    port = free_port()
-    cmd = pod_command(host="127.0.0.1", port=port)
-    daemon = start_in_rootfs(rootfs, bundle, cmd, port=port, token="bench", log_path=log)
-    try:
-        elapsed = daemon.wait_healthy()
-        if idle_s is None:
-            return elapsed, 0
-        time.sleep(idle_s)
-        return elapsed, _rss_bytes(daemon.daemon_pid())
-    finally:
-        daemon.stop()
-
-
-def _venv_sample(log: Path) -> float:
-    """One start of the daemon from this interpreter on the host: seconds to healthy."""
-    port = free_port()
-    argv = [sys.executable, "-m", ENTRY_MODULE.removesuffix(".__main__"), "--host", "127.0.0.1"]
-    env = {**os.environ, "SANDMAN_TOKEN": "bench"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # compare against cached bytecode, as bundled
-    with log.open("ab") as out:
-        proc = subprocess.Popen([*argv, "--port", str(port)], env=env, stdout=out, stderr=out)
-    daemon = RootfsDaemon(proc=proc, port=port, token="bench", log_path=log)
-    try:
-        return daemon.wait_healthy()
-    finally:
-        daemon.stop()
-
-
-def measure_startup(
-    bundle: Path,
-    runs: int = 10,
-    rootfs: Path | None = None,
-    idle_s: float = 1.0,
-    progress: Callable[[int, float, float], None] | None = None,
-) -> StartupFigures:
-    """Start the bundle `runs` times as PID 1 of a busybox rootfs under bubblewrap.
-
-    Each sample is the time from spawning bwrap to the first 200 from /healthz (so it
-    includes bwrap's ~4 ms). The idle RSS is the daemon's VmRSS `idle_s` after the last start.
-    `progress(run, bundle_s, venv_s)` is called after each pair of samples.
-    """
-    with tempfile.TemporaryDirectory(prefix="sandman-bench-") as tmp:
-        rootfs = rootfs or build_busybox_rootfs(Path(tmp) / "rootfs")
-        log = Path(tmp) / "daemon.log"
-        samples, venv, rss = [], [], 0
-        for i in range(runs):
-            elapsed, rss = _bundle_sample(bundle, rootfs, log, idle_s if i == runs - 1 else None)
-            samples.append(elapsed)
-            venv.append(_venv_sample(log))
-            if progress is not None:
-                progress(i + 1, samples[-1], venv[-1])
-    median = statistics.median(samples)
-    return StartupFigures(
-        runs=runs,
-        start_to_healthy_s=samples,
-        median_s=median,
-        max_s=max(samples),
-        venv_median_s=statistics.median(venv),
-        bundle_over_venv=median / statistics.median(venv),
-        idle_rss_bytes=rss,
-        bundle_bytes=dir_size(bundle),
-    )
-
-
-def _print_progress(run: int, bundle_s: float, venv_s: float) -> None:
-    print(f"run {run}: bundle {bundle_s * 1e3:.1f} ms, venv {venv_s * 1e3:.1f} ms", file=sys.stderr)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m daemon.sandbox.bundle", description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build the bundle")
     b.add_argument("--out", type=Path, required=True)
     b.add_argument("--work", type=Path, help="PyInstaller work dir (default: <out>.work)")
-    m = sub.add_parser("measure", help="start-to-healthy, idle RSS and size of a bundle")
-    m.add_argument("--bundle", type=Path, required=True)
-    m.add_argument("--runs", type=int, default=10)
     c = sub.add_parser("command", help="print the pod argv as JSON")
     c.add_argument("--mount", default=BUNDLE_MOUNT)
-    c.add_argument("--port", type=int, default=DEFAULT_PORT)
+    c.add_argument("--port", type=int, default=DAEMON_PORT)
     args = parser.parse_args(argv)
     if args.cmd == "build":
         print(f"bundle: building {args.out} with PyInstaller (about 15-40 s)...", flush=True)
@@ -401,11 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         size_mib = int(str(manifest["size_bytes"])) / 2**20
         print(f"bundle: done in {time.monotonic() - started:.1f} s, {size_mib:.1f} MiB")
         print("bundle: pod command:", json.dumps(manifest["pod_command"]))
-    elif args.cmd == "measure":
-        figures = measure_startup(args.bundle.resolve(), args.runs, progress=_print_progress)
-        print(json.dumps(asdict(figures), indent=2))
     else:
-        print(json.dumps(pod_command(args.mount, port=args.port)))
+        argv = bundle_command(host="0.0.0.0", port=args.port, mount=args.mount, loader=_loader())
+        print(json.dumps(argv))
     return 0
 
 

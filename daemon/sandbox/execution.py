@@ -21,8 +21,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandman.wire.daemon import Blob, Encoding, ExecEvent, ExecRequest, ExecResult, Output, encode
+
 from .errors import BadRequest, Conflict, NotFound, TooManyRequests
-from .models import Blob, Encoding, ExecEvent, ExecRequest, ExecResult, Output, encode
 from .output import HeadCapture, PipeReader, StreamDecoder
 from .settings import DaemonSettings
 from .supervisor import Child, Supervisor, child_environment, signal_name

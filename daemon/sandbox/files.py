@@ -22,8 +22,9 @@ import stat
 from collections.abc import AsyncIterator, Iterator
 from typing import IO, Literal, cast
 
+from sandman.wire.daemon import DirEntry, DirListing, FileStat, MoveRequest
+
 from .errors import BadRequest, Conflict, DaemonError, NotFound
-from .models import DirEntry, DirListing, FileStat, MoveRequest
 
 __all__ = ["FileService"]
 

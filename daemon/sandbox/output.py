@@ -18,7 +18,7 @@ import codecs
 import os
 from collections.abc import Callable
 
-from .models import Encoding, Output
+from sandman.wire.daemon import Encoding, Output
 
 __all__ = ["HeadCapture", "PipeReader", "StreamDecoder", "TailBuffer", "encode_bytes"]
 

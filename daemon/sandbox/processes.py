@@ -16,9 +16,10 @@ import signal
 import time
 from dataclasses import dataclass
 
+from sandman.wire.daemon import ProcessInfo, ProcessOutput, ProcessStartRequest
+
 from .errors import BadRequest, NotFound, TooManyRequests
 from .execution import resolve_argv
-from .models import ProcessInfo, ProcessOutput, ProcessStartRequest
 from .output import PipeReader, TailBuffer
 from .settings import DaemonSettings
 from .supervisor import Child, Supervisor, child_environment, signal_name

@@ -18,13 +18,7 @@ from typing import TypeVar
 
 import msgspec
 
-from . import __version__
-from .api import ROUTES
-from .errors import BadRequest, Unauthorized
-from .execution import ExecManager
-from .files import FileService
-from .http import HttpServer, Request, Response, Router
-from .models import (
+from sandman.wire.daemon import (
     DaemonInfo,
     ExecRequest,
     MoveRequest,
@@ -37,6 +31,13 @@ from .models import (
     SignalRequest,
     encode,
 )
+
+from . import __version__
+from .api import ROUTES
+from .errors import BadRequest, Unauthorized
+from .execution import ExecManager
+from .files import FileService
+from .http import HttpServer, Request, Response, Router
 from .processes import ProcessManager
 from .sessions import SessionManager
 from .settings import DaemonSettings

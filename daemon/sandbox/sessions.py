@@ -28,8 +28,14 @@ import termios
 import time
 from dataclasses import dataclass
 
+from sandman.wire.daemon import (
+    SessionCreateRequest,
+    SessionInfo,
+    SessionRunRequest,
+    SessionRunResult,
+)
+
 from .errors import BadRequest, Conflict, NotFound, TooManyRequests, Unavailable
-from .models import SessionCreateRequest, SessionInfo, SessionRunRequest, SessionRunResult
 from .output import HeadCapture, PipeReader
 from .settings import DaemonSettings
 from .supervisor import Child, Supervisor

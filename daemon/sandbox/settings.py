@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .layout import DAEMON_PORT
+
 __all__ = ["DaemonSettings"]
 
 MiB = 1024 * 1024
@@ -17,7 +19,7 @@ MiB = 1024 * 1024
 class DaemonSettings:
     token: str
     host: str = "0.0.0.0"
-    port: int = 8790
+    port: int = DAEMON_PORT
     workdir: str | None = None
     """Directory relative file paths resolve against (default: the daemon's cwd)."""
     run_dir: str | None = None

@@ -11,7 +11,7 @@ import os
 import resource
 from typing import Literal
 
-from .models import ResourceLimits, ResourceUsage
+from sandman.wire.daemon import ResourceLimits, ResourceUsage
 
 __all__ = ["CgroupReader"]
 

@@ -24,7 +24,7 @@ import time
 from collections import Counter, deque
 from typing import Any
 
-from controller.kube import NODES, PODS, ClientSettings, KubeClient, KubeError, TokenBucket
+from kube import NODES, PODS, ClientSettings, KubeClient, KubeError, TokenBucket
 
 __all__ = ["main", "run_baseline"]
 

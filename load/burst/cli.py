@@ -1,8 +1,4 @@
-"""Command line of the burst benchmark: ``python -m load.burst`` and ``sandman bench burst``.
-
-Why both: ``make bench-burst`` and CI call the module; operators know the ``sandman``
-command. The argument set is defined once here and mounted into ``sandman``'s parser by
-:func:`add_bench_parser`, so sandman/cli.py carries two lines for it.
+"""Command line of the burst benchmark: ``python -m load.burst`` (``make bench-burst``).
 
 Exit code: 0 when every check of the report passed, 1 when one failed, 2 on a run that
 could not complete (the stack did not start, the requests could not be sent).
@@ -15,11 +11,9 @@ import asyncio
 import shlex
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-__all__ = ["add_arguments", "add_bench_parser", "main", "run_bench", "run_from_args"]
+__all__ = ["add_arguments", "main", "run_from_args"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,19 +42,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="report directory (default build/bench-burst/<time>)")
 
 
-def add_bench_parser(commands: Any) -> None:
-    """``sandman bench burst ...`` on the ``sandman`` command's subparsers."""
-    bench = commands.add_parser("bench", help="benchmarks (burst: the reference burst)")
-    which = bench.add_subparsers(dest="bench", required=True)
-    add_arguments(which.add_parser("burst", help="the 11,858-sandbox burst on simcluster"))
-
-
 def run_from_args(a: argparse.Namespace, command: str) -> int:
+    from devstack.stack import StackError
     from load.burst.progress import say
     from load.burst.report import write_csv, write_markdown, write_plot
     from load.burst.run import run_burst
     from load.burst.settings import BurstSettings, Thresholds
-    from sandman.stack import StackError
 
     out = Path(a.out or f"build/bench-burst/{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     settings = BurstSettings(
@@ -94,12 +81,6 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
     write_plot(result, out / "timeline.png")
     say(f"report: {out / 'report.md'}, {out / 'sandboxes.csv'}, {out / 'timeline.png'}")
     return 0 if result.ok else 1
-
-
-def run_bench(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
-    """``sandman bench burst ...`` (the only benchmark there is, so far)."""
-    words = list(sys.argv[1:] if argv is None else argv)
-    return run_from_args(args, "sandman " + shlex.join(words))
 
 
 def main(argv: list[str] | None = None) -> int:

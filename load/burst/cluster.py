@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import yaml
 
-from controller.kube import PODS, KubeClient
+from kube import PODS, KubeClient
 from load.burst.analysis import ApiCounters, parse_metrics
 
 __all__ = ["MetricsReader", "count_pods"]

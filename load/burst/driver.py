@@ -27,9 +27,9 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from controller.contract import LABEL_OWNER
-from controller.facade.podspec import DaemonDelivery, SandboxClass, SandboxRequest, render_pod
-from controller.kube import PODS, KubeClient, KubeError
+from facade.podspec import DaemonDelivery, SandboxClass, SandboxRequest, render_pod
+from kube import PODS, KubeClient, KubeError
+from kube.contract import LABEL_OWNER
 
 __all__ = ["DirectDriver", "Driver", "FacadeDriver", "FireStats", "schedule"]
 

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.contract import LABEL_SANDBOX
-from controller.kube import PODS, Gone, KubeClient, KubeError
+from kube import PODS, Gone, KubeClient, KubeError
+from kube.contract import LABEL_SANDBOX
 from load.burst.analysis import SandboxTimes
 
 __all__ = ["PodRecorder"]

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import psutil
 
-from controller.contract import LABEL_OWNER
-from controller.kube import ClientSettings, KubeClient, Timeouts
+from devstack.stack import Stack, StackSettings
+from kube import ClientSettings, KubeClient, Timeouts
+from kube.contract import LABEL_OWNER
 from load.burst import analysis as an
 from load.burst.baseline import BUCKET_BURST
 from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
@@ -28,7 +29,6 @@ from load.burst.progress import Progress
 from load.burst.recorder import PodRecorder
 from load.burst.report import BaselineResult, BurstResult, Check
 from load.burst.settings import BurstSettings, ProfileBudget, profile_budget
-from sandman.stack import Stack, StackSettings
 
 TENANT = "bench"
 TOKEN = "bench-token-0123456789abcdef"  # the benchmark tenant's bearer token (loopback only)
@@ -52,7 +52,7 @@ class _Phase:
 
 
 def _stack_settings(s: BurstSettings) -> StackSettings:
-    """The production process topology (sandman/stack.py): one tenant whose own limits never
+    """The production process topology (devstack/stack.py): one tenant whose own limits never
     bind in a burst (the benchmark measures the cluster), the task image preloaded on every
     node (the node agent's job), and no facade in ``--direct`` mode."""
     controller = ("--qps", f"{s.controller_qps:g}", "--burst", str(s.controller_burst))

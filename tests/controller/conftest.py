@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from controller.kube import ClientSettings, KubeClient, Timeouts
+from kube import ClientSettings, KubeClient, Timeouts
 from simcluster.apiserver import ServerSettings
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster

@@ -15,10 +15,10 @@ from conftest import FAST, pod
 
 from controller.binder import Binder, BinderSettings
 from controller.gc import GarbageCollector, GCSettings
-from controller.kube import PODS, AlreadyExists, KubeClient, ServerError
 from controller.metrics import ControllerMetrics
 from controller.replace import Replacer
 from controller.view import ClusterView, ViewSettings
+from kube import PODS, AlreadyExists, KubeClient, ServerError
 from scheduler import Scheduler, SchedulerSettings
 from simcluster.embedded import EmbeddedCluster
 

@@ -9,7 +9,7 @@ import sys
 
 def test_bench_runs_and_prints_its_table() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "controller.bench", "--requests", "60", "--pods", "120"],
+        [sys.executable, "-m", "load.bench.controller", "--requests", "60", "--pods", "120"],
         capture_output=True,
         text=True,
         timeout=50,
@@ -24,7 +24,7 @@ def test_bench_runs_and_prints_its_table() -> None:
 
 def test_burst_bench_runs_and_prints_its_figures() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "controller.bench_burst", "--pods", "100", "--nodes", "5"],
+        [sys.executable, "-m", "load.bench.controller_burst", "--pods", "100", "--nodes", "5"],
         capture_output=True,
         text=True,
         timeout=50,

@@ -17,7 +17,7 @@ from harness import (
 )
 
 from controller.binder import BinderSettings
-from controller.kube import EVENTS, PODS, KubeClient
+from kube import EVENTS, PODS, KubeClient
 from simcluster.apiserver import ServerSettings
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster

@@ -13,7 +13,7 @@ from harness import controller, create_sandboxes
 from test_binder import bound, cluster_of, sandboxes
 
 from controller.gc import GCSettings
-from controller.kube import EVENTS, LEASES, NODES, PODS, KubeClient
+from kube import EVENTS, LEASES, NODES, PODS, KubeClient
 from simcluster.embedded import EmbeddedCluster
 
 pytestmark = pytest.mark.anyio

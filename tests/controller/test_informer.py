@@ -12,9 +12,9 @@ import anyio
 import pytest
 from conftest import FAST, eventually, inject, pod
 
-from controller.cache import Obj
-from controller.informer import Handlers, Informer, InformerSettings
-from controller.kube import LEASES, PODS, KubeClient, Timeouts
+from kube import LEASES, PODS, KubeClient, Timeouts
+from kube.cache import Obj
+from kube.informer import Handlers, Informer, InformerSettings
 from simcluster.apiserver import ServerSettings
 from simcluster.embedded import EmbeddedCluster
 

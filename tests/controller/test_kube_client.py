@@ -11,7 +11,7 @@ import pytest
 from conftest import FAST, inject, pod
 from kr8s.asyncio.objects import Pod
 
-from controller.kube import (
+from kube import (
     LEASES,
     NODES,
     PODS,

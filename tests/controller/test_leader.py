@@ -12,8 +12,8 @@ import pytest
 from conftest import FAST, eventually
 from netproxy import FreezableProxy
 
-from controller.kube import LEASES, KubeClient
 from controller.leader import ElectionSettings, LeaderElector
+from kube import LEASES, KubeClient
 from simcluster.embedded import EmbeddedCluster
 
 pytestmark = pytest.mark.anyio

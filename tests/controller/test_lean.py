@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from controller.kube import TransportError
-from controller.kube.lean import LeanPool, _parse
+from kube import TransportError
+from kube.lean import LeanPool, _parse
 
 OK = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 CHUNKED = (

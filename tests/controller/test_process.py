@@ -18,7 +18,7 @@ from conftest import eventually
 from harness import CONTROLLER_USER, create_sandboxes, writes_by
 from test_binder import bound, cluster_of, sandboxes
 
-from controller.kube import LEASES, KubeClient
+from kube import LEASES, KubeClient
 from simcluster.embedded import EmbeddedCluster
 
 pytestmark = pytest.mark.anyio

@@ -8,9 +8,9 @@ from conftest import eventually, pod
 from harness import controller, create_sandboxes
 from test_binder import cluster_of
 
-from controller.kube import PODS, KubeClient, NotFound
 from controller.replace import Replacer, ReplacerSettings, rejected_before_running
 from controller.view import ClusterView
+from kube import PODS, KubeClient, NotFound
 from scheduler import Scheduler
 from simcluster.embedded import EmbeddedCluster
 

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 
 import pytest
 
-from daemon.sandbox.client import SandboxClient
-from daemon.sandbox.launcher import LocalDaemon, start_local_daemon
+from devstack.launcher import LocalDaemon, start_local_daemon
+from sandman.sdk.daemon_client import SandboxClient
 
 DaemonProcess = LocalDaemon
 

@@ -3,8 +3,8 @@
 The bundle is built once per session with the real build (`daemon.sandbox.bundle.build`, the
 code behind `make bundle`); the rootfs is busybox-static plus applet symlinks and nothing
 else. Every test starts its own daemon in that rootfs under bubblewrap with exactly the argv
-a pod spec uses (`bundle.pod_command`) and talks to it over loopback HTTP, so what passes here
-is what a pod running an unmodified image gets.
+a pod spec uses (`layout.bundle_command`) and talks to it over loopback HTTP, so what passes
+here is what a pod running an unmodified image gets.
 
 Missing bubblewrap or busybox-static is a failure, not a skip: `make test` installs both, and
 a silently skipped bundle test would hide a broken delivery path.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import secrets
 import shutil
 import time
@@ -22,19 +23,20 @@ from pathlib import Path
 
 import pytest
 
-from daemon.sandbox import bundle
-from daemon.sandbox.bundle_rootfs import (
+from daemon.sandbox import bundle, layout
+from daemon.sandbox.bundle import elf_interpreter
+from daemon.sandbox.settings import DaemonSettings
+from devstack.rootfs import (
     RootfsDaemon,
     RootfsError,
     build_busybox_rootfs,
-    elf_interpreter,
     find_busybox_static,
     find_bwrap,
     free_port,
     start_in_rootfs,
 )
-from daemon.sandbox.client import SandboxClient
-from daemon.sandbox.settings import DaemonSettings
+from load.bench.daemon_startup import measure_startup
+from sandman.sdk.daemon_client import SandboxClient
 
 pytestmark = [pytest.mark.bundle, pytest.mark.timeout(300)]
 
@@ -68,7 +70,7 @@ def _start(
     bundle_dir: Path, rootfs: Path, tmp_path: Path, env: dict[str, str] | None = None
 ) -> RootfsDaemon:
     port = free_port()
-    command = bundle.pod_command(host="127.0.0.1", port=port)
+    command = layout.bundle_command(host="127.0.0.1", port=port)
     return start_in_rootfs(
         rootfs,
         bundle_dir,
@@ -118,25 +120,25 @@ async def sh(client: SandboxClient, command: str) -> str:
 
 
 def test_bundle_carries_loader_and_libc_and_a_matching_manifest(bundle_dir: Path) -> None:
-    manifest = json.loads((bundle_dir / bundle.MANIFEST).read_text())
-    libdir = bundle_dir / bundle.LIBDIR
-    for name in (bundle.loader_name(), "libc.so.6", "libpthread.so.0", "libdl.so.2", "libm.so.6"):
+    manifest = json.loads((bundle_dir / layout.MANIFEST).read_text())
+    libdir = bundle_dir / layout.LIBDIR
+    for name in (layout.loader_name(), "libc.so.6", "libpthread.so.0", "libdl.so.2", "libm.so.6"):
         assert (libdir / name).is_file(), name
     assert (libdir / "libz.so.1").is_file()
-    assert manifest["pod_command"] == bundle.pod_command()
-    assert manifest["loader"] == f"{bundle.LIBDIR}/{bundle.loader_name()}"
+    assert manifest["pod_command"] == layout.bundle_command(host="0.0.0.0")
+    assert manifest["loader"] == f"{layout.LIBDIR}/{layout.loader_name()}"
     assert manifest["size_bytes"] < 40 * 2**20, "bundle grew beyond 40 MiB"
 
 
 def test_bundle_leaves_out_modules_the_daemon_never_imports(bundle_dir: Path) -> None:
     from PyInstaller.archive.readers import CArchiveReader
 
-    archive = CArchiveReader(str(bundle_dir / bundle.EXECUTABLE))
+    archive = CArchiveReader(str(bundle_dir / layout.EXECUTABLE))
     pyz = next(name for name in archive.toc if name.endswith(".pyz"))
     modules = set(archive.open_embedded_archive(pyz).toc)
     assert "daemon.sandbox.server" in modules
     assert {m.split(".")[0] for m in modules} & HEAVY_MODULES == set()
-    assert not list((bundle_dir / bundle.LIBDIR).glob("libssl*"))
+    assert not list((bundle_dir / layout.LIBDIR).glob("libssl*"))
 
 
 def test_closure_check_rejects_a_library_missing_from_the_bundle(
@@ -144,19 +146,17 @@ def test_closure_check_rejects_a_library_missing_from_the_bundle(
 ) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(bundle_dir, broken, symlinks=True)
-    (broken / bundle.LIBDIR / "libm.so.6").unlink()
+    (broken / layout.LIBDIR / "libm.so.6").unlink()
     with pytest.raises(bundle.BundleError, match=r"libm\.so\.6"):
         bundle.verify_closure(broken)
 
 
-def test_pod_command_default_port_is_the_daemons() -> None:
-    assert bundle.pod_command()[-1] == str(DaemonSettings(token="t").port)
-    assert bundle.pod_command("/m", port=1)[:4] == [
-        f"/m/{bundle.LIBDIR}/{bundle.loader_name()}",
-        "--library-path",
-        f"/m/{bundle.LIBDIR}",
-        f"/m/{bundle.EXECUTABLE}",
-    ]
+def test_the_start_command_names_the_files_the_build_lays_out(bundle_dir: Path) -> None:
+    argv = layout.bundle_command(host="0.0.0.0", mount=str(bundle_dir))
+    assert Path(argv[0]).is_file() and Path(argv[0]).name == layout.loader_name()
+    assert Path(argv[2]) == bundle_dir / layout.LIBDIR and Path(argv[2]).is_dir()
+    assert Path(argv[3]).is_file() and os.access(argv[3], os.X_OK)
+    assert argv[-2:] == ["--port", str(DaemonSettings(token="t").port)]
 
 
 # -- the rootfs really is libc-free ---------------------------------------------------------
@@ -168,7 +168,7 @@ def test_rootfs_has_no_libc_so_the_bundle_cannot_start_without_its_loader(
     assert elf_interpreter(rootfs / "bin" / "busybox") is None
     assert not [p for p in rootfs.rglob("*.so*")], "rootfs must not contain shared libraries"
     port = free_port()
-    direct = [f"{bundle.BUNDLE_MOUNT}/{bundle.EXECUTABLE}", "--port", str(port)]
+    direct = [f"{layout.BUNDLE_MOUNT}/{layout.EXECUTABLE}", "--port", str(port)]
     started = start_in_rootfs(
         rootfs, bundle_dir, direct, port=port, token="t", log_path=tmp_path / "direct.log"
     )
@@ -263,7 +263,7 @@ async def test_sigterm_exits_cleanly_with_a_background_child_running(
 
 
 def test_measure_startup_reports_figures(bundle_dir: Path, rootfs: Path) -> None:
-    figures = bundle.measure_startup(bundle_dir, runs=2, rootfs=rootfs, idle_s=0.2)
+    figures = measure_startup(bundle_dir, runs=2, rootfs=rootfs, idle_s=0.2)
     assert len(figures.start_to_healthy_s) == 2
     assert 0 < figures.median_s < 20
     assert figures.idle_rss_bytes > 1 * 2**20

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.sandbox.client import DaemonAPIError, SandboxClient
+from sandman.sdk.daemon_client import DaemonAPIError, SandboxClient
 from tests.daemon.conftest import eventually
 
 pytestmark = pytest.mark.anyio

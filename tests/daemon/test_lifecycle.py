@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from daemon.sandbox.client import SandboxClient
+from sandman.sdk.daemon_client import SandboxClient
 from tests.daemon.conftest import DaemonProcess, eventually, start_daemon
 
 pytestmark = pytest.mark.anyio

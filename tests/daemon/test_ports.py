@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.ports import PortsExhausted, free_listen_port
+from devstack.ports import PortsExhausted, free_listen_port
 
 
 class _Scripted(random.Random):

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from daemon.sandbox.client import DaemonAPIError, SandboxClient
+from sandman.sdk.daemon_client import DaemonAPIError, SandboxClient
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from sandman.stack import Stack, StackSettings
+from devstack.stack import Stack, StackSettings
 from tests.conftest import FIXTURE_PIDS
 
 

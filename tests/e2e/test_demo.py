@@ -1,4 +1,4 @@
-"""The README's main command (`make demo` = `sandman demo`) works: the stack comes up, the
+"""The README's main command (`make demo` = `sandman-dev demo`) works: the stack comes up, the
 trainer demo runs through the SDK, everything is released and stopped."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 @pytest.mark.timeout(120)
 def test_sandman_demo_runs_end_to_end(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "sandman", "demo", "--workdir", str(tmp_path / "demo")],
+        [sys.executable, "-m", "devstack", "demo", "--workdir", str(tmp_path / "demo")],
         capture_output=True,
         text=True,
         timeout=110,
@@ -22,12 +22,12 @@ def test_sandman_demo_runs_end_to_end(tmp_path: Path) -> None:
     out = done.stdout
     assert "episode 2 | cwd=repo EP=2" in out  # state persisted across tool calls
     assert "InvalidRequest: unknown_class" in out
-    assert "0 sandboxes left" in out and out.rstrip().endswith("sandman demo: done")
+    assert "0 sandboxes left" in out and out.rstrip().endswith("sandman-dev demo: done")
 
 
 def test_daemon_only_demo(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "sandman", "demo", "--daemon-only"],
+        [sys.executable, "-m", "devstack", "demo", "--daemon-only"],
         capture_output=True,
         text=True,
         timeout=50,

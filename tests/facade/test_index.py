@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from controller.cache import Cache, Obj, object_key
-from controller.facade.index import IndexSettings, SandboxIndex, pod_indexers
-from controller.informer import EventHandler
+from facade.index import IndexSettings, SandboxIndex, pod_indexers
+from kube.cache import Cache, Obj, object_key
+from kube.informer import EventHandler
 from tests.facade.test_state import pod
 
 

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.facade.handlers import FacadeHandlers
-from controller.facade.routes import PROXIED, ROUTES, build_document, render
+from facade.handlers import FacadeHandlers
+from facade.routes import PROXIED, ROUTES, build_document, render
 
 DOC = Path(__file__).parents[2] / "docs" / "openapi" / "facade.json"
 
 
 def test_committed_document_is_current() -> None:
-    assert DOC.read_text() == render(), (
-        "run: python -m controller.facade.routes > docs/openapi/facade.json"
-    )
+    assert DOC.read_text() == render(), "run: python -m facade.routes > docs/openapi/facade.json"
 
 
 def test_every_route_has_a_handler_and_schemas() -> None:

@@ -9,13 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from controller.facade.podspec import (
+from daemon.sandbox import layout
+from daemon.sandbox.settings import DaemonSettings
+from facade.podspec import (
     DaemonDelivery,
     PodSpecError,
     SandboxClass,
     SandboxRequest,
     render_pod,
 )
+from facade.proxy import DaemonProxy
 
 GOLDEN = Path(__file__).parent / "golden"
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -89,3 +92,35 @@ def test_invalid_requests_have_reasons(change: dict[str, object], reason: str) -
             now=NOW,
         )
     assert info.value.reason == reason
+
+
+@pytest.mark.parametrize("mode", ["init-container", "image-volume", "host-path"])
+def test_pod_starts_the_daemon_as_the_bundle_layout_says(mode: str) -> None:
+    """The renderer and the bundle builder share daemon/sandbox/layout.py: same argv, port
+    and mount, and the daemon listens where the probe and the facade's proxy knock."""
+    delivery = DaemonDelivery(mode, bundle_image="b:1")  # type: ignore[arg-type]
+    pod = render_pod(
+        REQUEST, TINY, delivery, name="sb-x", namespace="ns", tenant="t", token="tok", now=NOW
+    )
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == layout.bundle_command(
+        host="$(SANDMAN_POD_IP)", loader=layout.LOADERS["x86_64"]
+    )
+    assert container["volumeMounts"][0]["mountPath"] == layout.BUNDLE_MOUNT
+    ports = {
+        container["ports"][0]["containerPort"],
+        container["readinessProbe"]["httpGet"]["port"],
+        DaemonProxy().port,
+        DaemonSettings(token="t").port,
+    }
+    assert ports == {layout.DAEMON_PORT}
+
+
+def test_local_process_pods_run_the_daemon_module() -> None:
+    delivery = DaemonDelivery("local-process", python=("/py",))
+    pod = render_pod(
+        REQUEST, TINY, delivery, name="sb-x", namespace="ns", tenant="t", token="tok", now=NOW
+    )
+    argv = pod["spec"]["containers"][0]["command"]
+    assert argv == ["/py", "-m", layout.ENTRY_MODULE, "--host", "$(SANDMAN_POD_IP)",
+                    "--port", str(layout.DAEMON_PORT)]  # fmt: skip

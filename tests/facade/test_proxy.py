@@ -14,9 +14,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from controller.facade.errors import FacadeError, error_response
-from controller.facade.proxy import DaemonProxy
-from daemon.sandbox.launcher import LocalDaemon, start_local_daemon
+from devstack.launcher import LocalDaemon, start_local_daemon
+from facade.errors import FacadeError, error_response
+from facade.proxy import DaemonProxy
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""The trainer's view of a sandbox pod: the table in controller/facade/state.py, row by row."""
+"""The trainer's view of a sandbox pod: the table in facade/state.py, row by row."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.facade.state import is_live, sandbox_from_pod
+from facade.state import is_live, sandbox_from_pod
 
 
 def pod(

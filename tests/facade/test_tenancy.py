@@ -6,9 +6,9 @@ import hashlib
 
 import pytest
 
-from controller.facade.tenancy import TenancyError, TenantDirectory
-from controller.facade.tokens import TokenMinter
-from controller.kube.ratelimit import TokenBucket
+from facade.tenancy import TenancyError, TenantDirectory
+from facade.tokens import TokenMinter
+from kube.ratelimit import TokenBucket
 
 
 def _digest(token: str) -> str:

@@ -14,9 +14,10 @@ from typing import Any
 import psutil
 from kubernetes import client, config
 
-from controller.facade.podspec import DaemonDelivery, SandboxClass, SandboxRequest, render_pod
-from controller.facade.tokens import TokenMinter
-from daemon.sandbox.client import SandboxClient
+from daemon.sandbox.layout import DAEMON_PORT
+from facade.podspec import DaemonDelivery, SandboxClass, SandboxRequest, render_pod
+from facade.tokens import TokenMinter
+from sandman.sdk.daemon_client import SandboxClient
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from simcluster.kubelet.kubelet import NodeSettings
@@ -83,7 +84,7 @@ def test_rendered_sandbox_pod_runs_the_real_daemon(tmp_path: Path) -> None:
             if "daemon.sandbox" in " ".join(p.cmdline())
         ]
         assert daemons, "the sandbox daemon is not running as a process of the kubelet"
-        asyncio.run(_tool_calls(f"http://{ready.status.pod_ip}:8790", token))
+        asyncio.run(_tool_calls(f"http://{ready.status.pod_ip}:{DAEMON_PORT}", token))
         v1.delete_namespaced_pod("sb-1", "sb-test")
         deadline = time.monotonic() + 15
         while any(_alive(p) for p in daemons):

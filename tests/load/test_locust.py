@@ -82,7 +82,7 @@ async def test_locust_trainer_step_against_the_stack(tmp_path: Path) -> None:
     import csv
     import os
 
-    from sandman.stack import Stack, StackSettings
+    from devstack.stack import Stack, StackSettings
 
     settings = StackSettings(workdir=tmp_path / "stack", profile="dev")
     settings.workdir.mkdir()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.bench import QUICK, main, run
+from load.bench.scheduler import QUICK, main, run
 
 
 def test_quick_bench_reports_all_phases(capsys: pytest.CaptureFixture[str]) -> None:
@@ -12,7 +12,7 @@ def test_quick_bench_reports_all_phases(capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     for phase in ("20 nodes:", "200 nodes:", "image per task:", "memory:", "events:"):
         assert phase in out
-    assert out.count("[scheduler.bench]") >= 6  # a progress line per phase
+    assert out.count("[load.bench.scheduler]") >= 6  # a progress line per phase
 
 
 def test_quick_bench_figures_are_consistent() -> None:

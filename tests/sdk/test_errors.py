@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from controller.facade.models import Sandbox as View
-from daemon.sandbox.models import ExecResult, Output
 from sandman import (
     AdmissionFailed,
     CommandResult,
@@ -30,6 +28,8 @@ from sandman import (
 )
 from sandman.sdk.errors import CommandFailed, error_for
 from sandman.sdk.sandbox import _timeout_error, state_error
+from sandman.wire.daemon import ExecResult, Output
+from sandman.wire.facade import Sandbox as View
 
 
 @pytest.mark.parametrize(

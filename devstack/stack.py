@@ -1,0 +1,322 @@
+"""The embedded stack: simcluster, the controller and the facade as separate processes.
+
+``sandman-dev up`` and the end-to-end tests start Sandman in its production process topology —
+the same three programs an operator runs, talking over real HTTP — with simcluster standing
+in for Kubernetes. Each process logs to a file in the work directory (tail it when something
+looks wrong). A fresh tenant token is minted per start; the facade config holds only its
+SHA-256, as in production.
+
+Why processes and not one event loop: a controller or facade bug that blocks its loop, leaks
+memory or mishandles a signal shows up here exactly as it would in a cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import yaml
+
+from devstack.ports import free_listen_port
+from kube import ClientSettings, KubeClient
+from kube.errors import AlreadyExists
+from kube.resources import Resource
+
+__all__ = ["Stack", "StackError", "StackSettings"]
+
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
+_LISTENING = re.compile(rb"facade listening on (http://\S+)")
+
+
+class StackError(RuntimeError):
+    """A part of the stack did not come up; the message names it and its log file."""
+
+
+@dataclass(frozen=True, slots=True)
+class StackSettings:
+    workdir: Path
+    profile: str = "dev"
+    nodes: int | None = None
+    #: Extra ``--set key=value`` overrides for the simcluster profile.
+    simcluster_overrides: tuple[str, ...] = ()
+    #: Tenants, each with its own token and namespace ``sandman-<name>``; the first is the
+    #: one ``Stack.token`` belongs to.
+    tenants: tuple[str, ...] = ("dev",)
+    #: Bearer tokens for some tenants (the rest get fresh random ones).
+    tenant_tokens: dict[str, str] = field(default_factory=dict)
+    #: Images present on every node at start (what the node agent's pre-pull achieves).
+    preloaded_images: tuple[str, ...] = ()
+    max_sandboxes: int = 1000
+    create_rate_per_s: float = 200.0
+    create_burst: int = 1000
+    #: A ResourceQuota ``pods`` limit per tenant namespace (the hard backstop behind the
+    #: facade's admission); None: no quota.
+    quota_pods: dict[str, int] = field(default_factory=dict)
+    #: Sandbox classes besides ``tiny`` (facade config entries, e.g. {"name": "huge", ...}).
+    extra_classes: tuple[dict[str, str], ...] = ()
+    facade_host: str = "127.0.0.1"
+    facade_port: int = 0
+    controller_args: tuple[str, ...] = ()
+    facade_args: tuple[str, ...] = ()
+    #: Facade processes (stateless replicas sharing one config); the first is ``Stack.url``.
+    #: 0: no facade (a benchmark that creates pods itself).
+    facade_replicas: int = 1
+    start_timeout_s: float = 120.0
+    python: str = field(default_factory=lambda: sys.executable)
+
+
+class Stack:
+    """``async with Stack(settings) as stack``: ``stack.url`` and ``stack.token`` to use it."""
+
+    def __init__(
+        self, settings: StackSettings, progress: Callable[[str], None] | None = None
+    ) -> None:
+        self.settings = settings
+        self.say = progress or (lambda _m: None)
+        self.tokens = {
+            name: settings.tenant_tokens.get(name) or secrets.token_urlsafe(24)
+            for name in settings.tenants
+        }
+        self.token = self.tokens[settings.tenants[0]]
+        self.url = ""
+        self.urls: list[str] = []
+        self.controller_url = ""
+        self.kubeconfig = settings.workdir / "cluster" / "kubeconfig"
+        self.processes: dict[str, asyncio.subprocess.Process] = {}
+        self._log_offsets: dict[str, int] = {}
+
+    async def __aenter__(self) -> Stack:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.stop()
+
+    # --- start ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        s = self.settings
+        s.workdir.mkdir(parents=True, exist_ok=True)
+        await self._start_simcluster()
+        for tenant in s.tenants:
+            await self._ensure_namespace(f"sandman-{tenant}", s.quota_pods.get(tenant))
+        self._write_facade_config()
+        # Fixed ports, so a restarted controller or facade keeps its URL.
+        self.controller_url = f"http://127.0.0.1:{free_listen_port()}"
+        self.urls = [
+            f"http://{s.facade_host}:{(s.facade_port if i == 0 else 0) or free_listen_port()}"
+            for i in range(s.facade_replicas)
+        ]
+        self.url = self.urls[0] if self.urls else ""
+        await self._start_controller()
+        for replica in self._facades():
+            await self._start_facade(replica)
+        await self._wait_http("controller", f"{self.controller_url}/readyz")
+        self.say(f"ready: facade at {self.url}" if self.url else "ready (no facade)")
+
+    async def restart(self, name: str) -> None:
+        """Stop ``controller`` or a facade (``facade``, ``facade-2``, ...) with SIGTERM and
+        start it again with the same settings and port."""
+        await self._stop_one(name)
+        if name == "controller":
+            await self._start_controller()
+        else:
+            await self._start_facade(name)
+
+    def _facades(self) -> list[str]:
+        return ["facade", *(f"facade-{i + 1}" for i in range(1, len(self.urls)))][: len(self.urls)]
+
+    def namespace(self, tenant: str | None = None) -> str:
+        """The namespace of ``tenant`` (default: the first)."""
+        return f"sandman-{tenant or self.settings.tenants[0]}"
+
+    async def _start_simcluster(self) -> None:
+        s = self.settings
+        cluster_dir = s.workdir / "cluster"
+        args = ["-m", "simcluster", "up", "--profile", s.profile, "--workdir", str(cluster_dir)]
+        args += ["--status-every", "30"]
+        if s.nodes is not None:
+            args += ["--nodes", str(s.nodes)]
+        overrides = list(s.simcluster_overrides)
+        if s.preloaded_images:
+            overrides.append(f"nodes.preloaded_images=[{','.join(s.preloaded_images)}]")
+        for override in overrides:
+            args += ["--set", override]
+        self.say(f"starting simcluster (profile {s.profile})")
+        await self.spawn("simcluster", args)
+        await self._wait_for(
+            "simcluster", lambda: (cluster_dir / "kubeconfig-sandman").exists(), s.start_timeout_s
+        )
+        await self._wait_log("simcluster", b"export KUBECONFIG=")
+
+    @property
+    def service_kubeconfig(self) -> str:
+        """The kubeconfig of Sandman's service account (its own API priority level)."""
+        return str(self.settings.workdir / "cluster" / "kubeconfig-sandman")
+
+    async def _start_controller(self) -> None:
+        self.say("starting the controller")
+        port = self.controller_url.rsplit(":", 1)[1]
+        await self.spawn(
+            "controller",
+            [
+                "-m", "controller", "--kubeconfig", self.service_kubeconfig, "--no-leader-elect",
+                "--health-host", "127.0.0.1", "--health-port", port,
+                *self.settings.controller_args,
+            ],
+        )  # fmt: skip
+
+    async def _start_facade(self, name: str) -> None:
+        self.say(f"starting the {name}")
+        url = self.urls[self._facades().index(name)]
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        await self.spawn(
+            name,
+            [
+                "-m", "facade", "--config", str(self.settings.workdir / "facade.yaml"),
+                "--kubeconfig", self.service_kubeconfig, "--host", host, "--port", port,
+                *self.settings.facade_args,
+            ],
+        )  # fmt: skip
+        await self._wait_log(name, _LISTENING)
+        await self._wait_http(name, f"{url}/readyz")
+
+    def _write_facade_config(self) -> Path:
+        s = self.settings
+        secret = s.workdir / "facade-secret"
+        secret.write_text(secrets.token_urlsafe(48))
+        secret.chmod(0o600)
+        document = {
+            "secret_file": str(secret),
+            "delivery": {"mode": "local-process", "python": [s.python]},
+            "classes": [
+                {"name": "tiny", "cpu": "250m", "memory": "512Mi"},
+                *s.extra_classes,
+            ],
+            "tenants": [
+                {
+                    "name": name,
+                    "namespace": f"sandman-{name}",
+                    "token_sha256": [hashlib.sha256(token.encode()).hexdigest()],
+                    "max_sandboxes": s.max_sandboxes,
+                    "create_rate_per_s": s.create_rate_per_s,
+                    "create_burst": s.create_burst,
+                }
+                for name, token in self.tokens.items()
+            ],
+        }
+        path = s.workdir / "facade.yaml"
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        return path
+
+    async def _ensure_namespace(self, namespace: str, quota_pods: int | None) -> None:
+        async with await KubeClient.connect(
+            ClientSettings(qps=0, burst=0), kubeconfig=str(self.kubeconfig)
+        ) as client:
+            with contextlib.suppress(AlreadyExists):
+                await client.create(NAMESPACES, {"metadata": {"name": namespace}})
+            if quota_pods is not None:
+                quota = {
+                    "metadata": {"name": "sandman-backstop"},
+                    "spec": {"hard": {"pods": str(quota_pods)}},
+                }
+                with contextlib.suppress(AlreadyExists):
+                    await client.create(RESOURCE_QUOTAS, quota, namespace)
+
+    async def spawn(self, name: str, args: list[str]) -> asyncio.subprocess.Process:
+        """``python <args>`` as part of the stack: logged to ``<name>.log``, stopped with it."""
+        log = self.log_path(name)
+        # Appended, so a restarted process keeps its predecessor's log; waits read from here.
+        self._log_offsets[name] = log.stat().st_size if log.exists() else 0
+        with log.open("ab") as out:
+            self.processes[name] = await asyncio.create_subprocess_exec(
+                self.settings.python,
+                *args,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,  # Ctrl-C in a terminal goes to us; we stop them in order
+            )
+        return self.processes[name]
+
+    def log_path(self, name: str) -> Path:
+        return self.settings.workdir / f"{name}.log"
+
+    def _check_alive(self, name: str) -> None:
+        process = self.processes[name]
+        if process.returncode is not None:
+            tail = self.log_path(name).read_bytes()[-2000:].decode(errors="replace")
+            raise StackError(
+                f"{name} exited with {process.returncode}; {self.log_path(name)} ends:\n{tail}"
+            )
+
+    async def _wait_for(self, name: str, check: Callable[[], bool], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not check():
+            self._check_alive(name)
+            if time.monotonic() > deadline:
+                raise StackError(f"{name} did not come up in {timeout_s:.0f} s")
+            await asyncio.sleep(0.05)
+
+    async def _wait_log(self, name: str, pattern: bytes | re.Pattern[bytes]) -> re.Match[bytes]:
+        regex = pattern if isinstance(pattern, re.Pattern) else re.compile(re.escape(pattern))
+        found: list[re.Match[bytes]] = []
+
+        def check() -> bool:
+            with self.log_path(name).open("rb") as log:
+                log.seek(self._log_offsets.get(name, 0))
+                match = regex.search(log.read())
+            if match:
+                found.append(match)
+            return match is not None
+
+        await self._wait_for(name, check, self.settings.start_timeout_s)
+        return found[0]
+
+    async def _wait_http(self, name: str, url: str) -> None:
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            while True:
+                self._check_alive(name)
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                    async with session.get(url) as response:
+                        if response.status == 200:
+                            return
+                if time.monotonic() > deadline:
+                    raise StackError(f"{name} not ready at {url}; see {self.log_path(name)}")
+                await asyncio.sleep(0.1)
+
+    # --- stop -----------------------------------------------------------------------------
+    async def stop(self) -> None:
+        """Stop the facade, the controller, then simcluster (which stops its pod processes)."""
+        core = ("controller", "simcluster")
+        extra = [n for n in self.processes if n not in core and n not in self._facades()]
+        for name in (*self._facades(), *extra, *core):
+            await self._stop_one(name)
+
+    async def _stop_one(self, name: str, timeout_s: float = 20.0) -> None:
+        process = self.processes.pop(name, None)
+        if process is None or process.returncode is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), timeout_s)
+        except TimeoutError:
+            process.kill()
+            await process.wait()

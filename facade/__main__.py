@@ -1,0 +1,78 @@
+"""``python -m facade``: run the trainer-facing HTTP facade (docs/facade.md).
+
+Prints ``facade listening on <url>`` once it serves; ``/readyz`` turns 200 when its watch
+caches have synced. SIGTERM/SIGINT stop it cleanly (in-flight requests are cut: trainers
+retry, every operation is safe to repeat).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from dataclasses import replace
+
+from .app import Facade, FacadeSettings
+from .config import ConfigError, load_config
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m facade", description=__doc__)
+    p.add_argument(
+        "--config", required=True, help="facade YAML (secret, delivery, classes, tenants)"
+    )
+    p.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, in-cluster)")
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--host", default="127.0.0.1", help="listen address (0.0.0.0 in a pod)")
+    p.add_argument("--port", type=int, default=8000, help="0: any free port")
+    p.add_argument("--qps", type=float, default=1000.0, help="client-side API requests/s")
+    p.add_argument("--burst", type=int, default=2000)
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20)
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+async def _run(settings: FacadeSettings, config_path: str) -> int:
+    try:
+        config = load_config(config_path)
+    except ConfigError as e:
+        print(f"facade: {e}", file=sys.stderr)
+        return 2
+    facade = Facade(settings, config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await facade.start()
+        print(f"facade listening on {facade.url}", flush=True)
+        await stop.wait()
+    finally:
+        await facade.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    base = FacadeSettings()
+    settings = replace(
+        base,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        host=args.host,
+        port=args.port,
+        max_body_bytes=args.max_body_bytes,
+        client=replace(base.client, qps=args.qps, burst=args.burst),
+    )
+    return asyncio.run(_run(settings, args.config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The facade process: watch caches per tenant namespace, the service, the HTTP server.
+
+Stateless by construction: everything it knows comes from its informers (sandbox pods and
+the controller's Events, per tenant namespace) and from its configuration, so replicas are
+interchangeable and a restarted facade serves the same answers as soon as its caches have
+synced (``/readyz``). It writes only pods (create/delete) and owner Leases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from kube import EVENTS, NODES, PODS, ClientSettings, KubeClient
+from kube.contract import LABEL_SANDBOX
+from kube.informer import Informer, InformerSettings
+
+from .config import FacadeConfig
+from .handlers import FacadeHandlers
+from .index import IndexSettings, SandboxIndex, pod_indexers
+from .metrics import FacadeMetrics
+from .proxy import DaemonProxy, ProxyLimits
+from .service import SandboxService, ServiceSettings
+
+__all__ = ["Facade", "FacadeSettings"]
+
+log = logging.getLogger("facade")
+
+
+@dataclass(frozen=True, slots=True)
+class FacadeSettings:
+    kubeconfig: str | None = None
+    context: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000  # 0: any free port (see Facade.url)
+    #: Largest JSON body of a control request (creates, batches); tool-call bodies stream
+    #: to the daemon, which enforces its own caps.
+    max_body_bytes: int = 1 << 20
+    client: ClientSettings = field(
+        default_factory=lambda: ClientSettings(
+            qps=1000.0, burst=2000, user_agent="sandman-facade/0.1"
+        )
+    )
+    informer: InformerSettings = field(default_factory=InformerSettings)
+    index: IndexSettings = field(default_factory=IndexSettings)
+    service: ServiceSettings = field(default_factory=ServiceSettings)
+    proxy: ProxyLimits = field(default_factory=ProxyLimits)
+    #: Component name on the controller's Events (binder and garbage collector).
+    controller_component: str = "sandman-controller"
+
+
+class Facade:
+    """``await start()``, then serve until ``await stop()``."""
+
+    def __init__(self, settings: FacadeSettings, config: FacadeConfig) -> None:
+        self.settings = settings
+        self.config = config
+        self.metrics = FacadeMetrics()
+        self.index = SandboxIndex(settings.index)
+        self.proxy = DaemonProxy(settings.proxy)
+        self.url = ""
+        self.client: KubeClient | None = None
+        self.informers: list[Informer] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._runner: web.AppRunner | None = None
+
+    def ready(self) -> bool:
+        return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
+
+    async def start(self) -> None:
+        s = self.settings
+        self.client = await KubeClient.connect(s.client, kubeconfig=s.kubeconfig, context=s.context)
+        await self.proxy.start()
+        for namespace in sorted({t.namespace for t in self.config.tenants.tenants()}):
+            self._watch(namespace)
+        nodes = Informer(self.client, NODES, settings=s.informer, name="nodes")
+        self.index.attach_nodes(nodes)
+        self.informers.append(nodes)
+        self._tasks.append(asyncio.create_task(nodes.run(), name="nodes"))
+        service = SandboxService(
+            self.client,
+            self.index,
+            self.config.tenants,
+            dict(self.config.classes),
+            self.config.delivery,
+            self.config.minter,
+            self.metrics,
+            s.service,
+        )
+        handlers = FacadeHandlers(
+            service, self.index, self.config.tenants, self.proxy, self.metrics, self.ready
+        )
+        app = web.Application(client_max_size=s.max_body_bytes, middlewares=[handlers.observe])
+        app.add_routes(handlers.routes())
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, s.host, s.port)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://{s.host}:{port}"
+        self._tasks.append(asyncio.create_task(self._housekeeping(), name="facade-housekeeping"))
+
+    def _watch(self, namespace: str) -> None:
+        assert self.client is not None
+        pods = Informer(
+            self.client,
+            PODS,
+            namespace=namespace,
+            label_selector=LABEL_SANDBOX,
+            indexers=pod_indexers(),
+            settings=self.settings.informer,
+            name=f"sandboxes/{namespace}",
+        )
+        events = Informer(
+            self.client,
+            EVENTS,
+            namespace=namespace,
+            field_selector=f"reportingComponent={self.settings.controller_component}",
+            settings=self.settings.informer,
+            name=f"events/{namespace}",
+        )
+        self.index.attach(namespace, pods, events)
+        self.informers += [pods, events]
+        for informer in (pods, events):
+            self._tasks.append(asyncio.create_task(informer.run(), name=informer.name))
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(5.0)
+            self.index.expire()
+            self.metrics.cached_pods.set(
+                sum(len(i.cache) for i in self.informers if i.resource is PODS)
+            )
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        await self.proxy.close()
+        if self.client is not None:
+            await self.client.close()
+            self.client = None

@@ -1,0 +1,340 @@
+"""The facade's operations on sandboxes: create (one or a batch), get/wait, list, release.
+
+Writes per sandbox: one pod create, one delete (or a share of one deletecollection). Reads
+come from :class:`~facade.index.SandboxIndex`, never from the API server.
+
+**Idempotency without a database.** A create with an ``Idempotency-Key`` gets a pod name
+derived from the tenant and the key (member ``i`` of a batch: from the key and ``i``), so a
+retried request can only ever hit the same pods: the API server's AlreadyExists *is* the
+duplicate check, across facade replicas and restarts. The pod carries a digest of the request;
+the same key with a different spec is a 409 ``idempotency_key_reused``, not a silent reuse.
+Every create is therefore safe to repeat and is retried by the client layer after a 5xx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import msgspec
+
+from kube import PODS, AlreadyExists, Forbidden, KubeClient, KubeError, NotFound
+from kube.cache import Obj
+from kube.contract import ANNOTATION_REQUEST_DIGEST, LABEL_OWNER
+from sandman.wire.facade import (
+    BatchFailure,
+    BatchResult,
+    CreateBatch,
+    CreateSandbox,
+    LeaseStatus,
+    OwnerReleased,
+    Sandbox,
+    SandboxList,
+    SandboxState,
+)
+
+from .errors import FacadeError, from_kube_error
+from .index import SandboxIndex
+from .leases import OwnerLeaseWriter
+from .metrics import FacadeMetrics
+from .podspec import DaemonDelivery, PodSpecError, SandboxClass, SandboxRequest, render_pod
+from .tenancy import Tenant, TenantDirectory
+from .tokens import TokenMinter
+
+__all__ = ["SandboxService", "ServiceSettings"]
+
+WAIT_UNTIL: dict[str, frozenset[SandboxState]] = {
+    "ready": frozenset({"ready"}),
+    "started": frozenset({"starting", "ready"}),
+    "final": frozenset(),  # until failed, terminated or releasing
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSettings:
+    #: Pod creates of one batch in flight at once (the client's token bucket still applies).
+    batch_concurrency: int = 64
+    max_wait_s: float = 600.0
+    max_page: int = 1000
+
+
+class SandboxService:
+    def __init__(
+        self,
+        client: KubeClient,
+        index: SandboxIndex,
+        tenants: TenantDirectory,
+        classes: dict[str, SandboxClass],
+        delivery: DaemonDelivery,
+        minter: TokenMinter,
+        metrics: FacadeMetrics,
+        settings: ServiceSettings | None = None,
+    ) -> None:
+        self.client = client
+        self.index = index
+        self.tenants = tenants
+        self.classes = classes
+        self.delivery = delivery
+        self.minter = minter
+        self.metrics = metrics
+        self.settings = settings or ServiceSettings()
+        self.leases = OwnerLeaseWriter(client)
+
+    # --- create ---------------------------------------------------------------------------
+    async def create(
+        self, tenant: Tenant, spec: CreateSandbox, key: str | None
+    ) -> tuple[Sandbox, bool]:
+        """The sandbox and whether this call created it (False: an idempotent replay)."""
+        sid = _sandbox_id(tenant, key)
+        existing = self._replay(tenant, sid, _digest(spec))
+        if existing is not None:
+            return existing, False
+        self._admit(tenant, 1)
+        pod = self._render(tenant, spec, sid)
+        return await self._create_pod(tenant, pod)
+
+    async def create_batch(
+        self, tenant: Tenant, batch: CreateBatch, key: str | None
+    ) -> BatchResult:
+        digest = _digest(batch.spec)
+        ids = [_sandbox_id(tenant, key, i) for i in range(batch.count)]
+        results: list[Sandbox | BatchFailure | None] = [
+            self._replay(tenant, sid, digest) for sid in ids
+        ]
+        todo = [i for i, r in enumerate(results) if r is None]
+        if todo:
+            self._admit(tenant, len(todo))
+            pods = {i: self._render(tenant, batch.spec, ids[i]) for i in todo}
+            limit = asyncio.Semaphore(self.settings.batch_concurrency)
+
+            async def one(i: int) -> None:
+                async with limit:
+                    try:
+                        results[i] = (await self._create_pod(tenant, pods[i]))[0]
+                    except FacadeError as e:
+                        results[i] = BatchFailure(
+                            index=i,
+                            reason=e.reason,
+                            message=e.message,
+                            status=e.status,
+                            retry_after_s=e.retry_after_s,
+                        )
+
+            async with asyncio.TaskGroup() as tg:
+                for i in todo:
+                    tg.create_task(one(i))
+        sandboxes = [r for r in results if isinstance(r, Sandbox)]
+        failed = [r for r in results if isinstance(r, BatchFailure)]
+        return BatchResult(sandboxes=sandboxes, failed=failed)
+
+    def _replay(self, tenant: Tenant, sid: str, digest: str) -> Sandbox | None:
+        pod = self.index.current_pod(tenant.namespace, sid)
+        if pod is None:
+            return None
+        _check_digest(pod, digest)
+        return self.index.get(tenant.namespace, sid)
+
+    def _admit(self, tenant: Tenant, count: int) -> None:
+        admission = self.tenants.admit(tenant, count, self.index.live(tenant.namespace))
+        if not admission.allowed:
+            self.metrics.admission_rejections.labels(tenant.name, admission.reason).inc()
+            status = 400 if admission.reason == "batch_too_large" else 429
+            raise FacadeError(
+                status,
+                admission.reason,
+                admission.message,
+                retry_after_s=admission.retry_after_s if status == 429 else None,
+            )
+
+    def _render(self, tenant: Tenant, spec: CreateSandbox, sid: str) -> Obj:
+        sandbox_class = self.classes.get(spec.sandbox_class)
+        if sandbox_class is None:
+            known = ", ".join(sorted(self.classes))
+            raise FacadeError(
+                400, "unknown_class", f"no sandbox class {spec.sandbox_class!r} (known: {known})"
+            )
+        request = SandboxRequest(
+            image=spec.image,
+            owner=spec.owner,
+            ttl_s=spec.ttl_s,
+            idle_timeout_s=spec.idle_timeout_s,
+            env=spec.env,
+            labels=spec.labels,
+        )
+        try:
+            pod = render_pod(
+                request,
+                sandbox_class,
+                self.delivery,
+                name=sid,
+                namespace=tenant.namespace,
+                tenant=tenant.name,
+                token=self.minter.token_for(tenant.namespace, sid),
+                now=datetime.now(UTC),
+            )
+        except PodSpecError as e:
+            raise FacadeError(400, e.reason, str(e)) from e
+        pod["metadata"]["annotations"][ANNOTATION_REQUEST_DIGEST] = _digest(spec)
+        return pod
+
+    async def _create_pod(self, tenant: Tenant, pod: Obj) -> tuple[Sandbox, bool]:
+        ns, sid = tenant.namespace, pod["metadata"]["name"]
+        try:
+            created = await self.client.request("POST", PODS.path(ns), body=pod, idempotent=True)
+        except AlreadyExists:
+            # A retry of a create that landed (ours, another replica's, or a lost response).
+            existing = await self._fetch(ns, sid)
+            _check_digest(existing, pod["metadata"]["annotations"][ANNOTATION_REQUEST_DIGEST])
+            self.index.note_created(existing)
+            view = self.index.get(ns, sid)
+            assert view is not None
+            return view, False
+        except Forbidden as e:
+            raise _quota_or_forbidden(e) from e
+        except KubeError as e:
+            raise from_kube_error(e, "creating the sandbox pod") from e
+        self.metrics.created.labels(tenant.name).inc()
+        self.index.note_created(created)
+        view = self.index.get(ns, sid)
+        assert view is not None
+        return view, True
+
+    async def _fetch(self, ns: str, sid: str) -> Obj:
+        cached = self.index.current_pod(ns, sid)
+        if cached is not None:
+            return cached
+        try:
+            pod: Obj = await self.client.get(PODS, sid, ns)
+        except KubeError as e:
+            raise from_kube_error(e, "reading the existing sandbox pod") from e
+        return pod
+
+    # --- read -----------------------------------------------------------------------------
+    def get(self, tenant: Tenant, sid: str) -> Sandbox:
+        sandbox = self.index.get(tenant.namespace, sid)
+        if sandbox is None:
+            raise _not_found(sid)
+        return sandbox
+
+    async def wait(self, tenant: Tenant, sid: str, until: str, timeout_s: float) -> Sandbox:
+        states = WAIT_UNTIL.get(until)
+        if states is None:
+            raise FacadeError(400, "invalid_wait", f"wait must be one of {sorted(WAIT_UNTIL)}")
+        timeout_s = min(max(timeout_s, 0.0), self.settings.max_wait_s)
+        sandbox = await self.index.wait(tenant.namespace, sid, states, timeout_s)
+        if sandbox is None:
+            raise _not_found(sid)
+        return sandbox
+
+    def list(
+        self,
+        tenant: Tenant,
+        *,
+        owner: str | None,
+        labels: dict[str, str],
+        state: str | None,
+        limit: int,
+        after: str | None,
+    ) -> SandboxList:
+        limit = max(1, min(limit, self.settings.max_page))
+        start = _decode_continue(after) if after else ""
+        items: list[Sandbox] = []
+        ids = self.index.sandbox_ids(tenant.namespace, owner)
+        for sid in ids:
+            if sid <= start:
+                continue
+            sandbox = self.index.get(tenant.namespace, sid)
+            if sandbox is None or (state and sandbox.state != state):
+                continue
+            if any(sandbox.labels.get(k) != v for k, v in labels.items()):
+                continue
+            items.append(sandbox)
+            if len(items) == limit:
+                more = sid != ids[-1]
+                return SandboxList(items=items, next=_encode_continue(sid) if more else None)
+        return SandboxList(items=items)
+
+    # --- release --------------------------------------------------------------------------
+    async def release(self, tenant: Tenant, sid: str) -> Sandbox:
+        ns = tenant.namespace
+        pods = self.index.pods(ns, sid)
+        sandbox = self.index.get(ns, sid)
+        if not pods or sandbox is None:
+            raise _not_found(sid)
+        for pod in pods:
+            meta = pod["metadata"]
+            try:
+                await self.client.delete(PODS, meta["name"], ns, uid=meta.get("uid") or None)
+            except NotFound:
+                pass
+            except KubeError as e:
+                raise from_kube_error(e, "deleting the sandbox pod") from e
+        self.index.note_released(ns, sid)
+        self.metrics.released.labels(tenant.name).inc()
+        return msgspec.structs.replace(sandbox, state="releasing", reason=None, message=None)
+
+    async def release_owner(self, tenant: Tenant, owner: str) -> OwnerReleased:
+        ns = tenant.namespace
+        ids = [
+            sid
+            for sid in self.index.sandbox_ids(ns, owner)
+            if (s := self.index.get(ns, sid)) is not None and s.state != "releasing"
+        ]
+        try:
+            await self.client.delete_collection(PODS, ns, label_selector=f"{LABEL_OWNER}={owner}")
+        except KubeError as e:
+            raise from_kube_error(e, "deleting the owner's sandboxes") from e
+        await self.leases.delete(ns, owner)
+        for sid in ids:
+            self.index.note_released(ns, sid)
+        self.metrics.released.labels(tenant.name).inc(len(ids))
+        return OwnerReleased(owner=owner, released=len(ids))
+
+    async def renew_lease(self, tenant: Tenant, owner: str, duration_s: int) -> LeaseStatus:
+        return await self.leases.renew(tenant.namespace, owner, duration_s)
+
+
+def _sandbox_id(tenant: Tenant, key: str | None, member: int | None = None) -> str:
+    if not key:
+        return f"sb-{secrets.token_hex(10)}"
+    material = f"{tenant.name}\0{key}" if member is None else f"{tenant.name}\0{key}\0{member}"
+    return f"sb-{hashlib.sha256(material.encode()).hexdigest()[:20]}"
+
+
+def _digest(spec: CreateSandbox) -> str:
+    return hashlib.sha256(msgspec.json.encode(spec, order="sorted")).hexdigest()[:32]
+
+
+def _check_digest(pod: Obj, digest: str) -> None:
+    found = (pod["metadata"].get("annotations") or {}).get(ANNOTATION_REQUEST_DIGEST)
+    if found is not None and found != digest:
+        raise FacadeError(
+            409,
+            "idempotency_key_reused",
+            "this Idempotency-Key was used for a different request; use a new key",
+        )
+
+
+def _not_found(sid: str) -> FacadeError:
+    return FacadeError(404, "sandbox_not_found", f"no sandbox {sid!r}")
+
+
+def _quota_or_forbidden(e: Forbidden) -> FacadeError:
+    if "exceeded quota" in str(e):
+        return FacadeError(429, "quota_exceeded", str(e), retry_after_s=5.0)
+    return FacadeError(502, "cluster_forbidden", f"the API server refused the create: {e}")
+
+
+def _encode_continue(sid: str) -> str:
+    return base64.urlsafe_b64encode(sid.encode()).decode()
+
+
+def _decode_continue(token: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(token.encode()).decode()
+    except (ValueError, UnicodeDecodeError) as e:
+        raise FacadeError(400, "invalid_continue", "the continue token is not valid") from e

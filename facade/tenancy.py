@@ -1,0 +1,127 @@
+"""Tenants and admission: who may create how many sandboxes, how fast.
+
+Bearer tokens map to tenants (only SHA-256 digests of tokens are configured, so the tenants
+file is not a secret), each tenant to one namespace. Admission is backpressure, not a queue:
+a create that would exceed the tenant's concurrent-sandbox limit or its create rate is
+answered at once with 429 and a Retry-After, instead of piling up Pending pods on a shared
+cluster. A Kubernetes ResourceQuota in the tenant's namespace stays the hard backstop.
+
+Everything here is deterministic given its clock (injected; tests pass a fake one). The facade's
+replicas each run it;
+with R replicas each should be given 1/R of a tenant's rate (documented with the facade).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from kube.ratelimit import TokenBucket
+
+__all__ = ["Admission", "TenancyError", "Tenant", "TenantDirectory"]
+
+
+class TenancyError(ValueError):
+    """The tenants configuration is invalid."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    name: str
+    namespace: str
+    max_sandboxes: int
+    create_rate_per_s: float
+    create_burst: int
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The answer to "may this tenant create n sandboxes now?" (a status, never raised)."""
+
+    allowed: bool
+    reason: str = ""
+    message: str = ""
+    retry_after_s: float = 0.0
+
+
+class TenantDirectory:
+    """Token -> tenant lookup plus per-tenant admission state."""
+
+    def __init__(
+        self, tenants: dict[str, Tenant], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._by_digest = tenants
+        self._buckets = {
+            t.name: TokenBucket(t.create_rate_per_s, t.create_burst, clock)
+            for t in tenants.values()
+        }
+
+    @classmethod
+    def from_yaml(cls, text: str, clock: Callable[[], float] = time.monotonic) -> TenantDirectory:
+        try:
+            document = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise TenancyError(f"tenants file is not valid YAML: {exc}") from exc
+        entries = document.get("tenants") if isinstance(document, dict) else None
+        if not isinstance(entries, list) or not entries:
+            raise TenancyError("tenants file needs a non-empty 'tenants' list")
+        by_digest: dict[str, Tenant] = {}
+        for index, entry in enumerate(entries):
+            tenant, digests = _parse_tenant(entry, index)
+            for digest in digests:
+                if digest in by_digest:
+                    raise TenancyError(
+                        f"tenants[{index}]: a token is already used by another tenant"
+                    )
+                by_digest[digest] = tenant
+        return cls(by_digest, clock)
+
+    def tenants(self) -> list[Tenant]:
+        """Every configured tenant, once (a tenant may have several tokens)."""
+        return list({t.name: t for t in self._by_digest.values()}.values())
+
+    def authenticate(self, bearer: str) -> Tenant | None:
+        return self._by_digest.get(hashlib.sha256(bearer.encode()).hexdigest())
+
+    def admit(self, tenant: Tenant, count: int, live: int) -> Admission:
+        """May ``tenant``, which has ``live`` sandboxes, create ``count`` more now?"""
+        if count > tenant.create_burst or count > tenant.max_sandboxes:
+            limit = min(tenant.create_burst, tenant.max_sandboxes)
+            return Admission(False, "batch_too_large", f"a batch of {count} exceeds {limit}")
+        if live + count > tenant.max_sandboxes:
+            return Admission(
+                False,
+                "quota_exceeded",
+                f"{live} live sandboxes + {count} exceeds the limit of {tenant.max_sandboxes}",
+                retry_after_s=1.0,
+            )
+        wait = self._buckets[tenant.name].try_take(count)
+        if wait > 0:
+            return Admission(False, "rate_limited", "create rate limit reached", wait)
+        return Admission(True)
+
+
+def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
+    if not isinstance(entry, dict):
+        raise TenancyError(f"tenants[{index}] must be a mapping")
+    try:
+        tenant = Tenant(
+            name=str(entry["name"]),
+            namespace=str(entry.get("namespace") or f"sandman-{entry['name']}"),
+            max_sandboxes=int(entry.get("max_sandboxes", 1000)),
+            create_rate_per_s=float(entry.get("create_rate_per_s", 100.0)),
+            create_burst=int(entry.get("create_burst", 1000)),
+        )
+        digests = [str(d).lower() for d in entry["token_sha256"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TenancyError(f"tenants[{index}]: {exc!r}") from exc
+    if tenant.max_sandboxes < 1 or tenant.create_rate_per_s <= 0 or tenant.create_burst < 1:
+        raise TenancyError(f"tenants[{index}]: limits must be positive")
+    if not digests or any(len(d) != 64 for d in digests):
+        raise TenancyError(f"tenants[{index}]: token_sha256 must list SHA-256 hex digests")
+    return tenant, digests

@@ -1,0 +1,506 @@
+"""The controller's one Kubernetes client: kr8s for configuration, aiohttp for requests.
+
+Why two libraries behind one object: kr8s knows every way a process finds its cluster
+(kubeconfig contexts, exec/OIDC tokens, in-cluster service account) and is the right tool for
+that; its httpx transport costs ~0.7-2.5 ms of CPU per request, while an aiohttp session costs
+~0.1 ms (docs/controller.md, "The client"). Binds, creates and watch events number in the
+thousands per burst, so :class:`KubeClient` loads credentials through kr8s and sends every
+request over one aiohttp session built from them, adding what kr8s lacks:
+
+- explicit timeouts and a connection limit (:class:`ClientSettings`);
+- a client-side token bucket shared by all requests (:class:`TokenBucket`);
+- retries with full-jitter exponential backoff: 429 always (the server did not run the
+  request) honouring Retry-After, connection failures before sending always, 5xx and
+  timeouts only when the caller says the request is safe to repeat;
+- one error hierarchy (:mod:`kube.errors`) and msgspec JSON decoding;
+- a watch stream with an idle timeout (see :meth:`KubeClient.watch`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import random
+import time
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, Protocol
+
+import aiohttp
+import kr8s.asyncio
+import msgspec
+
+from kube.errors import (
+    Gone,
+    KubeError,
+    TooManyRequests,
+    TransportError,
+    Unauthorized,
+    error_from_status,
+    from_kr8s,
+)
+from kube.lean import LeanPool
+from kube.ratelimit import TokenBucket
+from kube.resources import PODS, Resource
+from kube.settings import ClientSettings
+
+__all__ = ["KubeClient", "RequestObserver", "WatchEvent"]
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+_SAFE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "PATCH"})
+#: Failures before the request was written: always safe to repeat.
+_NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+
+
+class WatchEvent(msgspec.Struct, frozen=True):
+    """One line of a watch stream: ADDED / MODIFIED / DELETED / BOOKMARK / ERROR."""
+
+    type: str
+    object: dict[str, Any]
+
+
+class RequestObserver(Protocol):
+    """Told about every HTTP attempt (metrics): verb, HTTP code (0 = none), seconds."""
+
+    def __call__(self, verb: str, code: int, seconds: float) -> None: ...
+
+
+def _verb(method: str, path: str, query: Mapping[str, str] | None) -> str:
+    if query and query.get("watch") == "true":
+        return "WATCH"
+    if method == "GET" and not _names_object(path):
+        return "LIST"
+    return method
+
+
+def _names_object(path: str) -> bool:
+    """``.../pods/<name>`` (odd depth after the group/version prefix) vs ``.../pods``."""
+    parts = path.strip("/").split("/")
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if rest[:1] == ["namespaces"] and len(rest) > 2:
+        rest = rest[2:]
+    return len(rest) >= 2
+
+
+class KubeClient:
+    """Use :meth:`connect`; ``async with`` closes the sessions."""
+
+    def __init__(
+        self,
+        api: kr8s.asyncio.Api,
+        session: aiohttp.ClientSession,
+        ssl: Any,
+        settings: ClientSettings,
+        observer: RequestObserver | None = None,
+    ) -> None:
+        self.kr8s = api
+        self.settings = settings
+        self.observer = observer
+        self.bucket = TokenBucket(settings.qps, settings.burst)
+        self._session = session
+        self._ssl = ssl
+        self._base = str(api.auth.server).rstrip("/")
+        self._server_hostname = api.auth.tls_server_name or None
+        self._headers = self._auth_headers()
+        # sock_connect, not connect: aiohttp's ``connect`` also covers waiting for a free
+        # pooled connection, which under a burst is queueing, not a dead server.
+        self._timeout = aiohttp.ClientTimeout(
+            total=settings.timeouts.request, sock_connect=settings.timeouts.connect
+        )
+        self._decoder = msgspec.json.Decoder()
+        self._event_decoder = msgspec.json.Decoder(WatchEvent)
+        self._owns_session = True
+        # Binds go over a transport of their own (lean.py): a tenth of aiohttp's CPU each.
+        self._lean = LeanPool(
+            self._base,
+            ssl,
+            server_hostname=self._server_hostname,
+            limit=settings.max_connections,
+            connect_timeout=settings.timeouts.connect,
+            user_agent=settings.user_agent,
+        )
+
+    @classmethod
+    async def connect(
+        cls,
+        settings: ClientSettings | None = None,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        observer: RequestObserver | None = None,
+    ) -> KubeClient:
+        """Load credentials the way kubectl does (kubeconfig/``$KUBECONFIG``/in-cluster)."""
+        settings = settings or ClientSettings()
+        try:
+            api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
+            api.timeout = settings.timeouts.request
+            ssl = await api.auth.ssl_context()
+        except Exception as e:
+            raise from_kr8s(e) from e
+        connector = aiohttp.TCPConnector(limit=settings.max_connections, ssl=ssl)
+        session = aiohttp.ClientSession(
+            connector=connector, headers={"User-Agent": settings.user_agent}
+        )
+        return cls(api, session, ssl, settings, observer)
+
+    def with_rate_limit(self, qps: float, burst: int) -> KubeClient:
+        """The same connections and credentials behind a token bucket of its own.
+
+        For traffic that must never queue behind a burst of binds — leader election: a
+        renewal stuck behind 128 binds at 100 QPS would miss its deadline (client-go gives
+        leader election its own client for the same reason)."""
+        derived = copy.copy(self)
+        derived.bucket = TokenBucket(qps, burst)
+        derived._owns_session = False
+        return derived
+
+    def _auth_headers(self) -> dict[str, str]:
+        token = self.kr8s.auth.token
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    async def close(self) -> None:
+        if not self._owns_session:
+            return
+        self._lean.close()
+        await self._session.close()
+        session = getattr(self.kr8s, "_session", None)
+        if session is not None:
+            await session.aclose()
+            self.kr8s._session = None
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    @property
+    def namespace(self) -> str:
+        """The namespace of the kubeconfig context (or the pod's own, in-cluster)."""
+        return str(self.kr8s.namespace or "default")
+
+    # --- requests -----------------------------------------------------------------------
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        idempotent: bool | None = None,
+        lean: bool = False,
+    ) -> Any:
+        """Send one request with rate limiting and retries; return the decoded JSON body.
+
+        ``idempotent`` (default: by method; POST is not) allows repeating the request after
+        a 5xx or a timeout, where it may already have taken effect. ``lean``: over the lean
+        transport (small bodies, no query; the binds)."""
+        safe = method in _SAFE_METHODS if idempotent is None else idempotent
+        data = None if body is None else msgspec.json.encode(body)
+        headers = {**self._headers, "Content-Type": content_type, "Accept": JSON}
+        verb = _verb(method, path, query)
+        reauthenticated = False
+        attempt = 0
+        while True:
+            await self.bucket.acquire()
+            try:
+                if lean and data is not None and not query:
+                    return await self._lean_once(method, verb, path, data, headers)
+                return await self._once(method, verb, path, query, data, headers)
+            except Unauthorized:
+                if reauthenticated:
+                    raise
+                reauthenticated = True  # rotated token (bound service account tokens)
+                headers.update(await self._reauthenticate())
+                continue
+            except KubeError as e:
+                attempt += 1
+                if attempt >= self.settings.max_attempts or not self._may_retry(e, safe):
+                    raise
+                await asyncio.sleep(self._delay(e, attempt))
+
+    async def _once(
+        self,
+        method: str,
+        verb: str,
+        path: str,
+        query: Mapping[str, str] | None,
+        data: bytes | None,
+        headers: Mapping[str, str],
+    ) -> Any:
+        start = time.perf_counter()
+        code = 0
+        try:
+            async with self._session.request(
+                method,
+                self._base + path,
+                params=query,
+                data=data,
+                headers=headers,
+                timeout=self._timeout,
+                server_hostname=self._server_hostname,
+            ) as resp:
+                code = resp.status
+                raw = await resp.read()
+        except _NOT_SENT as e:
+            raise TransportError(f"{method} {path}: cannot connect: {e}", sent=False) from e
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise TransportError(f"{method} {path}: {type(e).__name__}: {e}") from e
+        finally:
+            if self.observer is not None:
+                self.observer(verb, code, time.perf_counter() - start)
+        if code < 300:
+            return self._decoder.decode(raw) if raw else None
+        raise error_from_status(
+            code, self._decode_error(raw), resp.headers.get("Retry-After"), what=f"{method} {path}"
+        )
+
+    async def _lean_once(
+        self, method: str, verb: str, path: str, data: bytes, headers: Mapping[str, str]
+    ) -> Any:
+        start = time.perf_counter()
+        code = 0
+        try:
+            code, resp_headers, raw = await self._lean.request(
+                method, path, headers, data, self.settings.timeouts.request
+            )
+        except TransportError as e:
+            raise TransportError(f"{method} {path}: {e}", sent=e.sent) from e
+        finally:
+            if self.observer is not None:
+                self.observer(verb, code, time.perf_counter() - start)
+        if code < 300:
+            return self._decoder.decode(raw) if raw else None
+        raise error_from_status(
+            code, self._decode_error(raw), resp_headers.get("retry-after"), what=f"{method} {path}"
+        )
+
+    def _decode_error(self, raw: bytes) -> Any:
+        try:
+            return self._decoder.decode(raw)
+        except msgspec.DecodeError:
+            return raw.decode("utf-8", "replace")
+
+    def _may_retry(self, e: KubeError, safe: bool) -> bool:
+        if isinstance(e, TooManyRequests):
+            return True
+        if isinstance(e, TransportError) and not e.sent:
+            return True
+        return safe and e.retryable
+
+    def _delay(self, e: KubeError, attempt: int) -> float:
+        s = self.settings
+        if isinstance(e, TooManyRequests) and e.retry_after:
+            # Spread the herd a little past the server's hint rather than all at once.
+            return min(e.retry_after, s.max_retry_after) * (1 + 0.2 * random.random())
+        return random.uniform(0, min(s.backoff_cap, s.backoff_base * 2**attempt))
+
+    async def _reauthenticate(self) -> dict[str, str]:
+        try:
+            await self.kr8s.auth.reauthenticate()
+        except Exception as e:
+            raise from_kr8s(e) from e
+        self._headers = self._auth_headers()
+        return self._headers
+
+    # --- verbs --------------------------------------------------------------------------
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Any:
+        return await self.request("GET", res.path(namespace, name))
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 0,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+    ) -> Any:
+        query = _selectors(label_selector, field_selector)
+        if limit:
+            query["limit"] = str(limit)
+        if continue_token:
+            query["continue"] = continue_token
+        if resource_version is not None:
+            query["resourceVersion"] = resource_version
+        return await self.request("GET", res.path(namespace), query=query)
+
+    async def create(
+        self, res: Resource, body: Mapping[str, Any], namespace: str | None = None
+    ) -> Any:
+        return await self.request("POST", res.path(namespace), body=body)
+
+    async def replace(
+        self, res: Resource, name: str, body: Mapping[str, Any], namespace: str | None = None
+    ) -> Any:
+        """PUT; optimistic concurrency through ``metadata.resourceVersion`` in ``body``."""
+        return await self.request("PUT", res.path(namespace, name), body=body)
+
+    async def patch(
+        self, res: Resource, name: str, body: Mapping[str, Any], namespace: str | None = None
+    ) -> Any:
+        """JSON merge patch."""
+        return await self.request(
+            "PATCH", res.path(namespace, name), body=body, content_type=MERGE_PATCH
+        )
+
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        grace_period_s: int | None = None,
+    ) -> Any:
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if grace_period_s is not None:
+            body["gracePeriodSeconds"] = grace_period_s
+        return await self.request("DELETE", res.path(namespace, name), body=body)
+
+    async def delete_collection(
+        self, res: Resource, namespace: str | None = None, *, label_selector: str
+    ) -> Any:
+        """DELETE every object matching ``label_selector``; returns the deleted objects."""
+        return await self.request(
+            "DELETE", res.path(namespace), query=_selectors(label_selector, None)
+        )
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """POST pods/binding with the pod's uid as precondition.
+
+        Safe to repeat: a repeat after a lost response gets 409 (already bound), and the uid
+        precondition stops a bind from landing on a new pod that reused the name."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        await self.request(
+            "POST", PODS.path(namespace, name, "binding"), body=body, idempotent=True, lean=True
+        )
+
+    # --- watch --------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+        bookmarks: bool = True,
+    ) -> AsyncIterator[AsyncIterator[WatchEvent]]:
+        """``async with client.watch(...) as events: async for ev in events: ...``
+
+        The stream ends when the server closes it (``timeoutSeconds``). No bytes for
+        ``timeouts.watch_idle`` raises :class:`TransportError`; an ERROR event raises its
+        error (:class:`Gone` for 410). Opening the stream is rate limited and retried like
+        any GET."""
+        query = _selectors(label_selector, field_selector)
+        query.update(
+            watch="true",
+            resourceVersion=resource_version,
+            timeoutSeconds=str(timeout_seconds),
+            allowWatchBookmarks="true" if bookmarks else "false",
+        )
+        resp = await self._open_stream(res.path(namespace), query)
+        try:
+            yield self._events(resp)
+        finally:
+            resp.close()
+
+    async def _open_stream(self, path: str, query: Mapping[str, str]) -> aiohttp.ClientResponse:
+        attempt = 0
+        while True:
+            await self.bucket.acquire()
+            try:
+                return await self._open_once(path, query)
+            except KubeError as e:
+                attempt += 1
+                if attempt >= self.settings.max_attempts or not self._may_retry(e, True):
+                    raise
+                await asyncio.sleep(self._delay(e, attempt))
+
+    async def _open_once(self, path: str, query: Mapping[str, str]) -> aiohttp.ClientResponse:
+        start = time.perf_counter()
+        code = 0
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            sock_connect=self.settings.timeouts.connect,
+            sock_read=self.settings.timeouts.watch_idle,
+        )
+        try:
+            resp = await self._session.get(
+                self._base + path,
+                params=query,
+                headers={**self._headers, "Accept": JSON},
+                timeout=timeout,
+                server_hostname=self._server_hostname,
+            )
+            code = resp.status
+        except _NOT_SENT as e:
+            raise TransportError(f"WATCH {path}: cannot connect: {e}", sent=False) from e
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise TransportError(f"WATCH {path}: {type(e).__name__}: {e}") from e
+        finally:
+            if self.observer is not None:
+                self.observer("WATCH", code, time.perf_counter() - start)
+        if code >= 300:
+            raw = await resp.read()
+            resp.close()
+            raise error_from_status(
+                code, self._decode_error(raw), resp.headers.get("Retry-After"), what=path
+            )
+        return resp
+
+    async def _events(self, resp: aiohttp.ClientResponse) -> AsyncIterator[WatchEvent]:
+        decode = self._event_decoder.decode
+        buf = b""
+        while True:
+            try:
+                chunk = await resp.content.readany()
+            except (aiohttp.ClientError, TimeoutError) as e:
+                raise TransportError(f"watch stream broke: {type(e).__name__}: {e}") from e
+            if not chunk:
+                return
+            buf += chunk
+            if b"\n" not in chunk:
+                continue
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                ev = decode(line)
+                if ev.type == "ERROR":
+                    raise _stream_error(ev.object)
+                yield ev
+
+
+def _stream_error(status: Mapping[str, Any]) -> KubeError:
+    code = int(status.get("code") or 500)
+    err = error_from_status(code, status, what="watch")
+    if code == 410 and not isinstance(err, Gone):
+        return Gone(err.message, reason=err.reason, status=status)
+    return err
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
+    query: dict[str, str] = {}
+    if label_selector:
+        query["labelSelector"] = label_selector
+    if field_selector:
+        query["fieldSelector"] = field_selector
+    return query

@@ -1,0 +1,179 @@
+"""The trainer's ``sandman`` command: ``create``, ``exec``, ``ls``, ``rm``.
+
+For poking at a running Sandman by hand (and for shell scripts): every command is a thin use
+of the SDK, with the connection from ``--url``/``--token`` or ``SANDMAN_URL``/
+``SANDMAN_TOKEN``. The CLI holds no owner lease and releases nothing on exit — sandboxes it
+creates live until ``sandman rm`` or their TTL. Failures print ``error: <reason>: <message>``
+and exit non-zero; ``exec`` exits with the command's own exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+
+from .sdk import AsyncSandman, SandmanError
+
+__all__ = ["main"]
+
+Command = Callable[[AsyncSandman, argparse.Namespace], Awaitable[int]]
+EXIT_TIMEOUT = 124  # as coreutils' timeout(1)
+
+
+def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"error: invalid_{what}: {item!r} is not KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def _default_owner() -> str:
+    return os.environ.get("SANDMAN_OWNER") or f"cli-{getpass.getuser()}"
+
+
+async def _create(client: AsyncSandman, args: argparse.Namespace) -> int:
+    sandboxes = await client.create_many(
+        args.n,
+        args.image,
+        sandbox_class=args.sandbox_class,
+        ttl_s=args.ttl,
+        env=_pairs(args.env, "env"),
+        labels=_pairs(args.label, "label"),
+        wait=not args.no_wait,
+        timeout_s=args.timeout,
+    )
+    for sandbox in sandboxes:
+        print(sandbox.id)
+    return 0
+
+
+async def _exec(client: AsyncSandman, args: argparse.Namespace) -> int:
+    command = args.command_argv[1:] if args.command_argv[:1] == ["--"] else args.command_argv
+    if not command:
+        raise SystemExit("error: missing_command: usage: sandman exec ID -- COMMAND...")
+    sandbox = await client.get(args.id)
+    argv_or_shell: str | list[str] = command[0] if len(command) == 1 else command
+    result = await sandbox.exec(argv_or_shell, cwd=args.cwd, timeout_s=args.timeout)
+    sys.stdout.buffer.write(result.stdout_bytes)
+    sys.stderr.buffer.write(result.stderr_bytes)
+    sys.stdout.flush()
+    if result.timed_out:
+        print(f"error: command_timeout: killed after {args.timeout:g} s", file=sys.stderr)
+        return EXIT_TIMEOUT
+    if result.exit_code is None:
+        return 128 + _signal_number(result.signal)
+    return result.exit_code
+
+
+def _signal_number(name: str | None) -> int:
+    import signal
+
+    try:
+        return int(signal.Signals[name or "SIGKILL"])
+    except KeyError:
+        return int(signal.SIGKILL)
+
+
+async def _ls(client: AsyncSandman, args: argparse.Namespace) -> int:
+    rows = [("ID", "OWNER", "STATE", "REASON", "NODE", "IMAGE", "CREATED")]
+    async for s in client.list(
+        owner=args.owner,
+        all_owners=args.owner is None,
+        labels=_pairs(args.label, "label"),
+        state=args.state,
+    ):
+        v = s.view
+        rows.append((v.id, v.owner, v.state, v.reason or "", v.node or "", v.image,
+                     v.created_at or ""))  # fmt: skip
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+async def _rm(client: AsyncSandman, args: argparse.Namespace) -> int:
+    if bool(args.ids) == bool(args.owner):
+        raise SystemExit("error: invalid_arguments: give sandbox ids or --owner, not both")
+    if args.owner:
+        released = await client.release_owner(args.owner)
+        print(f"released {released} sandbox(es) of {args.owner}")
+        return 0
+    for sid in args.ids:
+        sandbox = await client.get(sid)
+        await sandbox.release()
+        print(f"released {sid}")
+    return 0
+
+
+_COMMANDS: dict[str, Command] = {"create": _create, "exec": _exec, "ls": _ls, "rm": _rm}
+
+
+def _add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    conn = argparse.ArgumentParser(add_help=False)
+    conn.add_argument("--url", help="facade URL (default: $SANDMAN_URL)")
+    conn.add_argument("--token", help="bearer token (default: $SANDMAN_TOKEN)")
+
+    create = commands.add_parser("create", parents=[conn], help="create sandboxes; prints ids")
+    create.add_argument("image")
+    create.add_argument("-n", type=int, default=1, help="how many (one batch request)")
+    create.add_argument("--owner", help="run id (default: $SANDMAN_OWNER or cli-USER)")
+    create.add_argument("--label", action="append", metavar="K=V")
+    create.add_argument("--env", action="append", metavar="K=V")
+    create.add_argument("--ttl", type=int, default=3600, help="seconds (default 3600)")
+    create.add_argument("--class", dest="sandbox_class", default="tiny")
+    create.add_argument("--no-wait", action="store_true", help="do not wait until ready")
+    create.add_argument("--timeout", type=float, default=None, help="seconds to wait for ready")
+
+    run = commands.add_parser("exec", parents=[conn], help="run a command in a sandbox")
+    run.add_argument("id")
+    run.add_argument("--cwd", default=None)
+    run.add_argument("--timeout", type=float, default=60.0, help="command timeout (s)")
+    run.add_argument("command_argv", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+
+    ls = commands.add_parser("ls", parents=[conn], help="list sandboxes (all owners by default)")
+    ls.add_argument("--owner", default=None)
+    ls.add_argument("--state", default=None)
+    ls.add_argument("--label", action="append", metavar="K=V")
+
+    rm = commands.add_parser("rm", parents=[conn], help="release sandboxes by id or by owner")
+    rm.add_argument("ids", nargs="*")
+    rm.add_argument("--owner", default=None)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sandman", description="Sandboxes for agentic RL: the trainer's command line."
+    )
+    _add_parsers(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    return asyncio.run(_run(_COMMANDS[args.command], args))
+
+
+async def _run(command: Command, args: argparse.Namespace) -> int:
+    owner = getattr(args, "owner", None) if args.command == "create" else None
+    try:
+        async with AsyncSandman(
+            args.url,
+            args.token,
+            owner=owner or _default_owner(),
+            lease_s=None,
+            release_on_exit=False,
+        ) as client:
+            return await command(client, args)
+    except SandmanError as e:
+        print(f"error: {e.reason}: {e.message}", file=sys.stderr)
+        return 1
+    except ValueError as e:  # e.g. no URL configured
+        print(f"error: invalid_configuration: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,337 @@
+"""``AsyncSandman``: the trainer's connection to Sandman for one run (the *owner*).
+
+Every sandbox a client creates is labelled with its ``owner`` (the run id). Two guarantees
+follow from that label:
+
+- ``async with AsyncSandman() as client:`` renews the owner's lease in the background while
+  the block runs; if the trainer dies, renewals stop and the controller collects the run's
+  sandboxes one lease duration later instead of at their TTLs;
+- leaving the block (normally, on an exception, or cancelled) releases every sandbox of the
+  owner in one call (``release_on_exit=False`` to keep them) and stops the renewals.
+
+Creates always carry an Idempotency-Key generated here, so a create that hit a reset
+connection or a 503 is retried without risk of a second sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from types import TracebackType
+
+import anyio
+
+from sandman.wire.facade import (
+    MAX_BATCH,
+    BatchResult,
+    ClassInfo,
+    ClassList,
+    CreateBatch,
+    CreateSandbox,
+    LeaseRenewal,
+    LeaseStatus,
+    OwnerReleased,
+    SandboxList,
+)
+from sandman.wire.facade import Sandbox as SandboxView
+
+from .errors import SandmanError, error_for
+from .sandbox import AsyncSandbox
+from .settings import Limits, RetryPolicy, Timeouts, resolve_token, resolve_url
+from .transport import Transport
+
+__all__ = ["AsyncSandman", "new_owner"]
+
+log = logging.getLogger("sandman.sdk")
+
+
+def new_owner() -> str:
+    """A fresh run id (the default owner): ``run-`` and 12 hex digits."""
+    return f"run-{uuid.uuid4().hex[:12]}"
+
+
+class AsyncSandman:
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        owner: str | None = None,
+        timeouts: Timeouts | None = None,
+        limits: Limits | None = None,
+        retry: RetryPolicy | None = None,
+        lease_s: int | None = 60,
+        release_on_exit: bool = True,
+    ) -> None:
+        """``url``/``token`` default to ``SANDMAN_URL``/``SANDMAN_TOKEN``; ``owner`` to a new
+        run id; ``lease_s=None`` turns the owner lease off (sandboxes then live to their TTL
+        if the trainer dies)."""
+        self.owner = owner or new_owner()
+        self.lease_s = lease_s
+        self.release_on_exit = release_on_exit
+        self.transport = Transport(
+            resolve_url(url),
+            resolve_token(token),
+            timeouts=timeouts or Timeouts(),
+            limits=limits or Limits(),
+            retry=retry or RetryPolicy(),
+        )
+        self._lease_task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"<AsyncSandman {self.transport.url} owner={self.owner}>"
+
+    async def __aenter__(self) -> AsyncSandman:
+        try:
+            if self.lease_s is not None:
+                await self.start_lease()
+        except BaseException:
+            await self.transport.close()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop lease renewal, release the owner's sandboxes (if ``release_on_exit``), close."""
+        with anyio.CancelScope(shield=True) as scope:
+            scope.deadline = anyio.current_time() + self.transport.timeouts.release_s
+            try:
+                await self.stop_lease()
+                if self.release_on_exit:
+                    await self.release_owner()
+            except SandmanError as e:
+                log.warning("releasing the sandboxes of %s failed: %s", self.owner, e)
+            finally:
+                await self.transport.close()
+        if scope.cancelled_caught:
+            log.warning("releasing the sandboxes of %s timed out", self.owner)
+
+    # --- create ---------------------------------------------------------------------------
+    def _spec(
+        self,
+        image: str,
+        sandbox_class: str,
+        ttl_s: int,
+        idle_timeout_s: int | None,
+        env: dict[str, str] | None,
+        labels: dict[str, str] | None,
+    ) -> CreateSandbox:
+        return CreateSandbox(
+            image=image,
+            owner=self.owner,
+            sandbox_class=sandbox_class,
+            ttl_s=ttl_s,
+            idle_timeout_s=idle_timeout_s,
+            env=env or {},
+            labels=labels or {},
+        )
+
+    async def create(
+        self,
+        image: str,
+        *,
+        sandbox_class: str = "tiny",
+        ttl_s: int = 3600,
+        idle_timeout_s: int | None = None,
+        env: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        wait: bool = True,
+        timeout_s: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> AsyncSandbox:
+        """One sandbox; with ``wait`` (default) it is ready when this returns.
+
+        If waiting fails (the image cannot be pulled, the timeout passes, the caller is
+        cancelled) the sandbox is released before the exception propagates.
+        ``idempotency_key`` (default: a fresh one per call) makes the create safe to repeat
+        across trainer restarts too, e.g. ``f"{run}-{step}-{task}"``.
+        """
+        spec = self._spec(image, sandbox_class, ttl_s, idle_timeout_s, env, labels)
+        view = await self.transport.request(
+            "POST",
+            "/v1/sandboxes",
+            SandboxView,
+            body=spec,
+            headers={"Idempotency-Key": idempotency_key or uuid.uuid4().hex},
+            idempotent=True,
+        )
+        sandbox = AsyncSandbox(self.transport, view)
+        if wait:
+            try:
+                await sandbox.wait_ready(timeout_s)
+            except BaseException:
+                await sandbox.release_quietly()
+                raise
+        return sandbox
+
+    async def create_many(
+        self,
+        n: int,
+        image: str,
+        *,
+        sandbox_class: str = "tiny",
+        ttl_s: int = 3600,
+        idle_timeout_s: int | None = None,
+        env: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        wait: bool = True,
+        timeout_s: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> list[AsyncSandbox]:
+        """``n`` sandboxes from one spec: one ``POST /v1/batches`` per 5000, members that
+        failed (e.g. throttled) retried with the same key, then all waited for at once.
+
+        All or nothing: if any member cannot be created or does not become ready, every
+        member is released and the first error is raised.
+        """
+        spec = self._spec(image, sandbox_class, ttl_s, idle_timeout_s, env, labels)
+        key = idempotency_key or uuid.uuid4().hex
+        chunks = [(i, min(MAX_BATCH, n - i)) for i in range(0, n, MAX_BATCH)]
+        sandboxes: list[AsyncSandbox] = []
+        try:
+            for start, count in chunks:
+                views = await self._batch(spec, count, f"{key}-{start}")
+                sandboxes += [AsyncSandbox(self.transport, v) for v in views]
+            if wait:
+                await _wait_all(sandboxes, timeout_s, self.transport.limits.wait_concurrency)
+        except BaseException:
+            await _release_all(sandboxes)
+            raise
+        return sandboxes
+
+    async def _batch(self, spec: CreateSandbox, count: int, key: str) -> list[SandboxView]:
+        body = CreateBatch(spec=spec, count=count)
+        policy = self.transport.retry
+        for attempt in range(1, policy.attempts + 1):
+            result = await self.transport.request(
+                "POST",
+                "/v1/batches",
+                BatchResult,
+                body=body,
+                headers={"Idempotency-Key": key},
+                idempotent=True,
+                # The facade creates the members before it answers: allow ~50 pods/s at worst.
+                timeout_s=self.transport.timeouts.request_s + count / 50,
+            )
+            if not result.failed:
+                return result.sandboxes
+            first = result.failed[0]
+            retry_after = max((f.retry_after_s or 0.0 for f in result.failed), default=0.0)
+            headers = {"Retry-After": str(retry_after)} if retry_after else None
+            error = error_for(first.status, first.reason, first.message, headers)
+            if not error.retriable or attempt == policy.attempts:
+                raise error
+            log.info("%d of %d members not created (%s); retrying", len(result.failed),
+                     count, first.reason)  # fmt: skip
+            await asyncio.sleep(self.transport.backoff(attempt, error.retry_after))
+        raise AssertionError("unreachable")
+
+    # --- read -----------------------------------------------------------------------------
+    async def get(self, sandbox_id: str) -> AsyncSandbox:
+        view = await self.transport.request(
+            "GET", f"/v1/sandboxes/{sandbox_id}", SandboxView, idempotent=True
+        )
+        return AsyncSandbox(self.transport, view)
+
+    async def list(
+        self,
+        *,
+        owner: str | None = None,
+        all_owners: bool = False,
+        labels: dict[str, str] | None = None,
+        state: str | None = None,
+        page_size: int = 500,
+    ) -> AsyncIterator[AsyncSandbox]:
+        """This run's sandboxes (``owner=`` another run's, ``all_owners`` the tenant's),
+        filtered by labels and state, fetched page by page as you iterate."""
+        params: dict[str, str | list[str]] = {"limit": str(page_size)}
+        if not all_owners:
+            params["owner"] = owner or self.owner
+        if labels:
+            params["label"] = [f"{k}={v}" for k, v in labels.items()]
+        if state:
+            params["state"] = state
+        while True:
+            page = await self.transport.request(
+                "GET", "/v1/sandboxes", SandboxList, params=params, idempotent=True
+            )
+            for view in page.items:
+                yield AsyncSandbox(self.transport, view)
+            if page.next is None:
+                return
+            params["continue"] = page.next
+
+    async def classes(self) -> builtins.list[ClassInfo]:
+        return (
+            await self.transport.request("GET", "/v1/classes", ClassList, idempotent=True)
+        ).items
+
+    # --- owner ----------------------------------------------------------------------------
+    async def release_owner(self, owner: str | None = None) -> int:
+        """Release every sandbox of the run (one call) and drop its lease; returns how many."""
+        released = await self.transport.request(
+            "DELETE",
+            "/v1/sandboxes",
+            OwnerReleased,
+            params={"owner": owner or self.owner},
+            idempotent=True,
+        )
+        return released.released
+
+    async def renew_lease(self, duration_s: int | None = None) -> LeaseStatus:
+        body = LeaseRenewal(duration_s=duration_s or self.lease_s or 60)
+        return await self.transport.request(
+            "PUT", f"/v1/owners/{self.owner}/lease", LeaseStatus, body=body, idempotent=True
+        )
+
+    async def start_lease(self) -> None:
+        """Renew the owner lease now, then every ``lease_s / 3`` in the background."""
+        if self._lease_task is not None:
+            return
+        await self.renew_lease()
+        self._lease_task = asyncio.create_task(self._renew_forever(), name="sandman-lease")
+
+    async def stop_lease(self) -> None:
+        task, self._lease_task = self._lease_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _renew_forever(self) -> None:
+        interval = (self.lease_s or 60) / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.renew_lease()
+            except SandmanError as e:
+                log.warning("renewing the lease of %s failed (will keep trying): %s", self.owner, e)
+
+
+async def _wait_all(
+    sandboxes: Sequence[AsyncSandbox], timeout_s: float | None, concurrency: int
+) -> None:
+    """Wait for all to be ready (``concurrency`` long-polls at once); raise the first error."""
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(sandbox: AsyncSandbox) -> None:
+        async with limit:
+            await sandbox.wait_ready(timeout_s)
+
+    results = await asyncio.gather(*(one(s) for s in sandboxes), return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise errors[0]
+
+
+async def _release_all(sandboxes: Sequence[AsyncSandbox]) -> None:
+    await asyncio.gather(*(s.release_quietly() for s in sandboxes))

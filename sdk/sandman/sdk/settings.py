@@ -1,0 +1,74 @@
+"""The SDK's knobs as frozen dataclasses, passed explicitly (httpx-style), never global.
+
+``Timeouts`` bound each HTTP call, ``Limits`` the connection pool and fan-out, and
+``RetryPolicy`` how idempotent calls are repeated. A tool call (exec, files, sessions) is
+never retried: it is not idempotent (a command may have run), so its failure goes straight
+to the caller, who knows whether repeating it is safe.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+
+__all__ = ["Limits", "RetryPolicy", "Timeouts", "resolve_token", "resolve_url"]
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    connect_s: float = 5.0
+    #: One control-plane call (create, get, list, release, lease).
+    request_s: float = 30.0
+    #: Added to a command's own ``timeout_s`` to bound the HTTP call that runs it.
+    tool_call_slack_s: float = 30.0
+    #: Tool calls without a command timeout of their own (files, info, processes).
+    tool_call_s: float = 300.0
+    #: Default for ``create(wait=True)`` / ``wait_ready()``.
+    ready_s: float = 120.0
+    #: One long-poll ``GET ?wait=`` asks the facade for at most this long, then asks again.
+    poll_s: float = 20.0
+    #: Bound on the release done when a context manager exits (also on cancellation).
+    release_s: float = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    #: Connections to the facade at once (waits of ``create_many`` hold one each).
+    max_connections: int = 256
+    keepalive_s: float = 30.0
+    #: Sandboxes of one ``create_many`` waited on at once.
+    wait_concurrency: int = 256
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff, each delay drawn between half and all of the step (so clients that
+    failed together do not retry together), and never shorter than the server's
+    ``Retry-After``."""
+
+    attempts: int = 6
+    initial_s: float = 0.2
+    max_backoff_s: float = 10.0
+    multiplier: float = 2.0
+    #: A ``Retry-After`` above this is an answer, not a delay: give up and raise.
+    max_retry_after_s: float = 60.0
+
+    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds to sleep before retry number ``attempt`` (1-based)."""
+        ceiling = min(self.max_backoff_s, self.initial_s * self.multiplier ** (attempt - 1))
+        backoff = rng.uniform(ceiling / 2, ceiling)
+        return max(backoff, retry_after or 0.0)
+
+
+def resolve_url(url: str | None) -> str:
+    """An explicit URL, else ``SANDMAN_URL`` (``sandman-dev up`` prints the line to export)."""
+    found = url or os.environ.get("SANDMAN_URL")
+    if not found:
+        raise ValueError("no Sandman URL: pass url=... or set SANDMAN_URL")
+    return found.rstrip("/")
+
+
+def resolve_token(token: str | None) -> str:
+    """An explicit token, else ``SANDMAN_TOKEN`` (empty: every call answers 401)."""
+    return token or os.environ.get("SANDMAN_TOKEN", "")

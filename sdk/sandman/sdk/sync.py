@@ -1,0 +1,398 @@
+"""The blocking API: ``Sandman`` / ``Sandbox`` run the async SDK on a private event loop.
+
+Why a portal and not a second implementation: every behaviour (retries, typed errors, lease
+renewal, release on exit) lives once, in the async classes. ``Sandman`` starts an anyio
+blocking portal — an event loop in a background thread — and each method is one
+``portal.call`` of its async twin. The lease keeps being renewed by that loop while the
+trainer's thread computes. Async iterators (``list``, ``exec_stream``) are driven one item per
+call, and closed when the caller stops iterating.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+
+from sandman.wire.daemon import DaemonInfo, DirEntry, FileStat, ProcessInfo
+from sandman.wire.facade import ClassInfo, LeaseStatus
+from sandman.wire.facade import Sandbox as SandboxView
+
+from .client import AsyncSandman
+from .results import CommandResult, ProcessLogs, SessionResult, StreamEvent
+from .sandbox import AsyncSandbox
+from .settings import Limits, RetryPolicy, Timeouts
+from .tools import AsyncFiles, AsyncProcesses, AsyncSession
+
+__all__ = ["Files", "Processes", "Sandbox", "Sandman", "Session"]
+
+T = TypeVar("T")
+_DONE = object()
+
+
+class _Bound:
+    """Something that calls async methods through a portal."""
+
+    def __init__(self, portal: BlockingPortal) -> None:
+        self._portal = portal
+
+    def _call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        return self._portal.call(partial(fn, *args, **kwargs))
+
+    def _iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
+        async def step() -> object:
+            try:
+                return await items.__anext__()
+            except StopAsyncIteration:
+                return _DONE
+
+        try:
+            while (item := self._portal.call(step)) is not _DONE:
+                yield item  # type: ignore[misc]
+        finally:
+            aclose = getattr(items, "aclose", None)
+            # RuntimeError: the client was closed first (its loop is gone, and the stream too).
+            with contextlib.suppress(RuntimeError):
+                if aclose is not None:
+                    self._portal.call(aclose)
+
+
+class Session(_Bound):
+    def __init__(self, portal: BlockingPortal, session: AsyncSession) -> None:
+        super().__init__(portal)
+        self._async = session
+        self.name = session.name
+
+    def run(self, command: str, *, timeout_s: float = 60.0) -> SessionResult:
+        return self._call(self._async.run, command, timeout_s=timeout_s)
+
+    def close(self) -> None:
+        self._call(self._async.close)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._call(self._async.__aexit__, None, None, None)
+
+
+class Files(_Bound):
+    def __init__(self, portal: BlockingPortal, files: AsyncFiles) -> None:
+        super().__init__(portal)
+        self._async = files
+
+    def read(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
+        return self._call(self._async.read, path, offset=offset, length=length)
+
+    def read_text(self, path: str) -> str:
+        return self._call(self._async.read_text, path)
+
+    def write(self, path: str, data: bytes | str, *, mode: int | None = None) -> FileStat:
+        return self._call(self._async.write, path, data, mode=mode)
+
+    def stat(self, path: str) -> FileStat:
+        return self._call(self._async.stat, path)
+
+    def exists(self, path: str) -> bool:
+        return self._call(self._async.exists, path)
+
+    def list(self, path: str = ".") -> builtins.list[DirEntry]:
+        return self._call(self._async.list, path)
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        self._call(self._async.remove, path, recursive=recursive)
+
+    def move(self, source: str, destination: str, *, overwrite: bool = False) -> FileStat:
+        return self._call(self._async.move, source, destination, overwrite=overwrite)
+
+    def upload_dir(self, local: str | Path, remote: str) -> builtins.list[DirEntry]:
+        return self._call(self._async.upload_dir, local, remote)
+
+    def download_dir(self, remote: str, local: str | Path) -> Path:
+        return self._call(self._async.download_dir, remote, local)
+
+
+class Processes(_Bound):
+    def __init__(self, portal: BlockingPortal, processes: AsyncProcesses) -> None:
+        super().__init__(portal)
+        self._async = processes
+
+    def start(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        name: str | None = None,
+    ) -> ProcessInfo:
+        return self._call(self._async.start, command, cwd=cwd, env=env, name=name)
+
+    def list(self) -> builtins.list[ProcessInfo]:
+        return self._call(self._async.list)
+
+    def get(self, process_id: str) -> ProcessInfo:
+        return self._call(self._async.get, process_id)
+
+    def logs(self, process_id: str, *, tail_bytes: int | None = None) -> ProcessLogs:
+        return self._call(self._async.logs, process_id, tail_bytes=tail_bytes)
+
+    def signal(self, process_id: str, signal: str = "SIGTERM") -> ProcessInfo:
+        return self._call(self._async.signal, process_id, signal)
+
+    def wait(self, process_id: str, *, timeout_s: float = 60.0) -> ProcessInfo:
+        return self._call(self._async.wait, process_id, timeout_s=timeout_s)
+
+    def remove(self, process_id: str) -> ProcessInfo:
+        return self._call(self._async.remove, process_id)
+
+
+class Sandbox(_Bound):
+    """Blocking twin of :class:`AsyncSandbox`; ``with sandbox:`` releases it on exit."""
+
+    def __init__(self, portal: BlockingPortal, sandbox: AsyncSandbox) -> None:
+        super().__init__(portal)
+        self.async_sandbox = sandbox
+        self.files = Files(portal, sandbox.files)
+        self.processes = Processes(portal, sandbox.processes)
+
+    def __repr__(self) -> str:
+        return f"<Sandbox {self.id} {self.state}>"
+
+    @property
+    def id(self) -> str:
+        return self.async_sandbox.id
+
+    @property
+    def state(self) -> str:
+        return self.async_sandbox.state
+
+    @property
+    def reason(self) -> str | None:
+        return self.async_sandbox.reason
+
+    @property
+    def view(self) -> SandboxView:
+        return self.async_sandbox.view
+
+    def refresh(self) -> Sandbox:
+        self._call(self.async_sandbox.refresh)
+        return self
+
+    def wait_ready(self, timeout_s: float | None = None) -> Sandbox:
+        self._call(self.async_sandbox.wait_ready, timeout_s)
+        return self
+
+    def release(self) -> None:
+        self._call(self.async_sandbox.release)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._call(self.async_sandbox.release_quietly)
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 60.0,
+        stdin: str | bytes | None = None,
+        max_output_bytes: int | None = None,
+    ) -> CommandResult:
+        return self._call(
+            self.async_sandbox.exec,
+            command,
+            cwd=cwd,
+            env=env,
+            timeout_s=timeout_s,
+            stdin=stdin,
+            max_output_bytes=max_output_bytes,
+        )
+
+    def exec_stream(
+        self,
+        command: str | Sequence[str],
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 60.0,
+        stdin: str | bytes | None = None,
+    ) -> Iterator[StreamEvent]:
+        stream = self.async_sandbox.exec_stream(
+            command, cwd=cwd, env=env, timeout_s=timeout_s, stdin=stdin
+        )
+        return self._iterate(stream)
+
+    def session(
+        self,
+        name: str = "main",
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        shell: str | None = None,
+    ) -> Session:
+        session = self._call(self.async_sandbox.session, name, cwd=cwd, env=env, shell=shell)
+        return Session(self._portal, session)
+
+    def info(self) -> DaemonInfo:
+        return self._call(self.async_sandbox.info)
+
+
+class Sandman(_Bound):
+    """Blocking twin of :class:`AsyncSandman` (same arguments, same semantics).
+
+    ``with Sandman() as client:`` renews the owner lease in the background and releases the
+    run's sandboxes on exit; ``close()`` does the same without a ``with`` block.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        *,
+        owner: str | None = None,
+        timeouts: Timeouts | None = None,
+        limits: Limits | None = None,
+        retry: RetryPolicy | None = None,
+        lease_s: int | None = 60,
+        release_on_exit: bool = True,
+    ) -> None:
+        self.async_client = AsyncSandman(
+            url,
+            token,
+            owner=owner,
+            timeouts=timeouts,
+            limits=limits,
+            retry=retry,
+            lease_s=lease_s,
+            release_on_exit=release_on_exit,
+        )
+        self._portal_cm: AbstractContextManager[BlockingPortal] | None = start_blocking_portal()
+        super().__init__(self._portal_cm.__enter__())
+
+    @property
+    def owner(self) -> str:
+        return self.async_client.owner
+
+    def __enter__(self) -> Sandman:
+        try:
+            self._call(self.async_client.__aenter__)
+        except BaseException:
+            self._stop_portal()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._portal_cm is None:
+            return
+        try:
+            self._call(self.async_client.aclose)
+        finally:
+            self._stop_portal()
+
+    def _stop_portal(self) -> None:
+        portal_cm, self._portal_cm = self._portal_cm, None
+        if portal_cm is not None:
+            portal_cm.__exit__(None, None, None)
+
+    def _wrap(self, sandbox: AsyncSandbox) -> Sandbox:
+        return Sandbox(self._portal, sandbox)
+
+    def create(
+        self,
+        image: str,
+        *,
+        sandbox_class: str = "tiny",
+        ttl_s: int = 3600,
+        idle_timeout_s: int | None = None,
+        env: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        wait: bool = True,
+        timeout_s: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> Sandbox:
+        created = self._call(
+            self.async_client.create,
+            image,
+            sandbox_class=sandbox_class,
+            ttl_s=ttl_s,
+            idle_timeout_s=idle_timeout_s,
+            env=env,
+            labels=labels,
+            wait=wait,
+            timeout_s=timeout_s,
+            idempotency_key=idempotency_key,
+        )
+        return self._wrap(created)
+
+    def create_many(
+        self,
+        n: int,
+        image: str,
+        *,
+        sandbox_class: str = "tiny",
+        ttl_s: int = 3600,
+        idle_timeout_s: int | None = None,
+        env: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
+        wait: bool = True,
+        timeout_s: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> builtins.list[Sandbox]:
+        created = self._call(
+            self.async_client.create_many,
+            n,
+            image,
+            sandbox_class=sandbox_class,
+            ttl_s=ttl_s,
+            idle_timeout_s=idle_timeout_s,
+            env=env,
+            labels=labels,
+            wait=wait,
+            timeout_s=timeout_s,
+            idempotency_key=idempotency_key,
+        )
+        return [self._wrap(s) for s in created]
+
+    def get(self, sandbox_id: str) -> Sandbox:
+        return self._wrap(self._call(self.async_client.get, sandbox_id))
+
+    def list(
+        self,
+        *,
+        owner: str | None = None,
+        all_owners: bool = False,
+        labels: dict[str, str] | None = None,
+        state: str | None = None,
+        page_size: int = 500,
+    ) -> Iterator[Sandbox]:
+        pages = self.async_client.list(
+            owner=owner, all_owners=all_owners, labels=labels, state=state, page_size=page_size
+        )
+        return (self._wrap(s) for s in self._iterate(pages))
+
+    def classes(self) -> builtins.list[ClassInfo]:
+        return self._call(self.async_client.classes)
+
+    def release_owner(self, owner: str | None = None) -> int:
+        return self._call(self.async_client.release_owner, owner)
+
+    def renew_lease(self, duration_s: int | None = None) -> LeaseStatus:
+        return self._call(self.async_client.renew_lease, duration_s)
