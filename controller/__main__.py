@@ -18,39 +18,43 @@ from controller.gc import GCSettings
 from controller.leader import ElectionSettings
 from controller.view import ViewSettings
 from kube import ClientSettings
-from kube.contract import SCHEDULER_NAME
 from scheduler import SchedulerSettings
 
 __all__ = ["main", "parse_settings"]
 
 
 def _parser() -> argparse.ArgumentParser:
+    """Every default comes from the settings dataclasses (``ControllerSettings()``), so the
+    flags, the library and the docs cannot disagree."""
+    d, e = ControllerSettings(), ElectionSettings(identity="-")
     p = argparse.ArgumentParser(prog="python -m controller", description=__doc__)
     p.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--scheduler-name", default=SCHEDULER_NAME)
+    p.add_argument("--scheduler-name", default=d.view.scheduler_name)
     p.add_argument("--namespace", help="bind sandboxes of this namespace only (default: all)")
-    p.add_argument("--qps", type=float, default=200.0, help="client-side API requests/s")
-    p.add_argument("--burst", type=int, default=400)
-    p.add_argument("--bind-workers", type=int, default=128)
-    # 5, not the placement library's 20: about one second of kubelet creations (~4.5/s with
-    # containerd); measured on the reference burst, 0.99-1.00 efficiency vs 0.94-0.95 at 20
-    # (BENCHMARKS.md, "The reference burst").
-    p.add_argument("--max-starting-per-node", type=int, default=5)
-    p.add_argument("--terminal-retention", type=float, default=60.0, help="seconds")
-    p.add_argument("--pending-deadline", type=float, default=600.0, help="seconds")
-    p.add_argument("--gc-qps", type=float, default=20.0)
+    p.add_argument("--qps", type=float, default=d.client.qps, help="client-side API requests/s")
+    p.add_argument("--burst", type=int, default=d.client.burst)
+    p.add_argument("--bind-workers", type=int, default=d.binder.bind_workers)
+    p.add_argument(
+        "--max-starting-per-node", type=int, default=d.scheduler.max_starting_per_node,
+        help="the start-queue cap: pods starting at once per node (default: %(default)s)",
+    )  # fmt: skip
+    p.add_argument("--terminal-retention", type=float, default=d.gc.terminal_retention_s,
+                   help="seconds")  # fmt: skip
+    p.add_argument("--pending-deadline", type=float, default=d.gc.pending_deadline_s,
+                   help="seconds")  # fmt: skip
+    p.add_argument("--gc-qps", type=float, default=d.gc.qps)
     p.add_argument("--no-leader-elect", action="store_true", help="always lead (one replica)")
-    p.add_argument("--lease-name", default="sandman-controller")
-    p.add_argument("--lease-namespace", default="sandman-system")
+    p.add_argument("--lease-name", default=e.name)
+    p.add_argument("--lease-namespace", default=e.namespace)
     p.add_argument("--identity", default="", help="default: hostname_pid")
-    p.add_argument("--lease-duration", type=float, default=15.0)
-    p.add_argument("--renew-deadline", type=float, default=10.0)
-    p.add_argument("--retry-period", type=float, default=2.0)
-    # All interfaces: the kubelet's probes and Prometheus come from outside the pod.
-    p.add_argument("--health-host", default="0.0.0.0")
-    p.add_argument("--health-port", type=int, default=8080, help="0: any free port")
-    p.add_argument("--progress-interval", type=float, default=10.0)
+    p.add_argument("--lease-duration", type=float, default=e.lease_duration_s)
+    p.add_argument("--renew-deadline", type=float, default=e.renew_deadline_s)
+    p.add_argument("--retry-period", type=float, default=e.retry_period_s)
+    p.add_argument("--health-host", default=d.health_host,
+                   help="address of /healthz, /readyz, /metrics (0.0.0.0 in a pod)")  # fmt: skip
+    p.add_argument("--health-port", type=int, default=d.health_port, help="0: any free port")
+    p.add_argument("--progress-interval", type=float, default=d.progress_interval_s)
     p.add_argument(
         "--unbound-client-side",
         action="store_true",

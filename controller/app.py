@@ -47,11 +47,7 @@ class ControllerSettings:
     client: ClientSettings = field(default_factory=ClientSettings)
     view: ViewSettings = field(default_factory=ViewSettings)
     binder: BinderSettings = field(default_factory=BinderSettings)
-    #: The start-queue cap is 5 here (about a second of kubelet creations), not the
-    #: library's 20: measured on the reference burst (BENCHMARKS.md).
-    scheduler: SchedulerSettings = field(
-        default_factory=lambda: SchedulerSettings(max_starting_per_node=5)
-    )
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
     gc: GCSettings = field(default_factory=GCSettings)
     replacer: ReplacerSettings = field(default_factory=ReplacerSettings)
     #: None: no election, this process always leads (one replica, tests).

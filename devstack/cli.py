@@ -30,10 +30,11 @@ PASSTHROUGH = {"sim": ("simcluster.__main__", "run simcluster (python -m simclus
 
 
 def _stack_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="dev", help="simcluster profile (default: dev)")
+    d = StackSettings(workdir=Path("."))
+    p.add_argument("--profile", default=d.profile, help="simcluster profile (default: %(default)s)")
     p.add_argument("--nodes", type=int, help="override the profile's node count")
     p.add_argument("--workdir", type=Path, help="logs, kubeconfigs (default: a new temp dir)")
-    p.add_argument("--port", type=int, default=0, help="facade port (default: any free port)")
+    p.add_argument("--port", type=int, default=d.facade_port, help="facade port (0: any free port)")
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE",
         help="simcluster profile override, e.g. nodes.count=20",

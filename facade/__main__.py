@@ -17,21 +17,23 @@ from dataclasses import replace
 from .app import Facade, FacadeSettings
 from .config import ConfigError, load_config
 
-__all__ = ["main"]
+__all__ = ["main", "parse_settings"]
 
 
 def _parser() -> argparse.ArgumentParser:
+    """Every default comes from ``FacadeSettings()``: flags and library cannot disagree."""
+    d = FacadeSettings()
     p = argparse.ArgumentParser(prog="python -m facade", description=__doc__)
     p.add_argument(
         "--config", required=True, help="facade YAML (secret, delivery, classes, tenants)"
     )
     p.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--host", default="127.0.0.1", help="listen address (0.0.0.0 in a pod)")
-    p.add_argument("--port", type=int, default=8000, help="0: any free port")
-    p.add_argument("--qps", type=float, default=1000.0, help="client-side API requests/s")
-    p.add_argument("--burst", type=int, default=2000)
-    p.add_argument("--max-body-bytes", type=int, default=1 << 20)
+    p.add_argument("--host", default=d.host, help="listen address (0.0.0.0 in a pod)")
+    p.add_argument("--port", type=int, default=d.port, help="0: any free port")
+    p.add_argument("--qps", type=float, default=d.client.qps, help="client-side API requests/s")
+    p.add_argument("--burst", type=int, default=d.client.burst)
+    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -56,11 +58,9 @@ async def _run(settings: FacadeSettings, config_path: str) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_settings(argv: list[str] | None = None) -> tuple[FacadeSettings, str, str]:
+    """(settings, config path, log level) from the command line."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     base = FacadeSettings()
     settings = replace(
         base,
@@ -71,7 +71,15 @@ def main(argv: list[str] | None = None) -> int:
         max_body_bytes=args.max_body_bytes,
         client=replace(base.client, qps=args.qps, burst=args.burst),
     )
-    return asyncio.run(_run(settings, args.config))
+    return settings, args.config, args.log_level
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings, config, level = parse_settings(argv)
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return asyncio.run(_run(settings, config))
 
 
 if __name__ == "__main__":

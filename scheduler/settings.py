@@ -56,9 +56,11 @@ class SchedulerSettings:
     """Everything tunable about placement."""
 
     #: Most pods a node may have *starting* (bound, not yet running) before the planner
-    #: prefers other nodes. Kubelets with containerd start ~4.5 pods/s, so 20 is a queue of
-    #: ~4.4 s. None disables burst awareness (pure packing).
-    max_starting_per_node: int | None = 20
+    #: prefers other nodes. Kubelets with containerd start ~4.5 pods/s, so 5 is a queue of
+    #: about a second: on the reference burst 0.99-1.00 of the API-budget bound vs 0.94-0.95
+    #: at 20 (BENCHMARKS.md, "The reference burst"). None disables burst awareness (pure
+    #: packing).
+    max_starting_per_node: int | None = 5
     #: When every feasible node's start queue is full, hold the rest of the batch back
     #: (``Plan.deferred``) instead of spreading it evenly over the queues.
     defer_over_cap: bool = False

@@ -13,13 +13,20 @@ import sys
 import time
 from pathlib import Path
 
+from load.burst.settings import BurstSettings, Thresholds
+from scheduler import SchedulerSettings
+
 __all__ = ["add_arguments", "main", "run_from_args"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sandboxes", type=int, default=11_858, help="requests in the burst")
-    p.add_argument("--window", type=float, default=10.0, help="seconds to send them in")
-    p.add_argument("--profile", default="paper-burst", help="simcluster profile")
+    """Every default comes from ``BurstSettings``/``Thresholds``, the controller's cap from
+    ``SchedulerSettings``: the help cannot say something the run does not do."""
+    d, th = BurstSettings(out=Path(".")), Thresholds()
+    cap = SchedulerSettings().max_starting_per_node
+    p.add_argument("--sandboxes", type=int, default=d.sandboxes, help="requests in the burst")
+    p.add_argument("--window", type=float, default=d.window_s, help="seconds to send them in")
+    p.add_argument("--profile", default=d.profile, help="simcluster profile")
     p.add_argument("--nodes", type=int, help="override the profile's node count")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile value (simcluster --set)")  # fmt: skip
@@ -29,16 +36,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="create sandbox pods through the Kubernetes API instead of the facade "
         "(measures controller + cluster without the facade)",
     )
-    p.add_argument("--batch", type=int, default=100, help="sandboxes per facade request")
-    p.add_argument("--baseline-sample", type=int, default=1_000,
+    p.add_argument("--batch", type=int, default=d.batch, help="sandboxes per facade request")
+    p.add_argument("--baseline-sample", type=int, default=d.baseline_sample,
                    help="pods bound by the QPS-50 baseline binder (0: skip)")  # fmt: skip
-    p.add_argument("--controller-qps", type=float, default=500.0)
-    p.add_argument("--controller-burst", type=int, default=500)
+    p.add_argument("--controller-qps", type=float, default=d.controller_qps)
+    p.add_argument("--controller-burst", type=int, default=d.controller_burst)
     p.add_argument("--max-starting-per-node", type=int,
-                   help="the controller's start-queue cap (its default: 20)")  # fmt: skip
-    p.add_argument("--ready-timeout", type=float, default=900.0, help="seconds")
-    p.add_argument("--min-efficiency", type=float, default=0.87)
-    p.add_argument("--max-writes", type=float, default=3.0, help="API writes per sandbox")
+                   help=f"the controller's start-queue cap (its default: {cap})")  # fmt: skip
+    p.add_argument("--ready-timeout", type=float, default=d.ready_timeout_s, help="seconds")
+    p.add_argument("--min-efficiency", type=float, default=th.min_efficiency)
+    p.add_argument("--max-writes", type=float, default=th.max_writes_per_sandbox,
+                   help="API writes per sandbox")  # fmt: skip
     p.add_argument("--out", help="report directory (default build/bench-burst/<time>)")
 
 
@@ -47,7 +55,6 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
     from load.burst.progress import say
     from load.burst.report import write_csv, write_markdown, write_plot
     from load.burst.run import run_burst
-    from load.burst.settings import BurstSettings, Thresholds
 
     out = Path(a.out or f"build/bench-burst/{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     settings = BurstSettings(

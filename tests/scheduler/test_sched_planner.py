@@ -22,7 +22,7 @@ def sandboxes(n: int, prefix: str = "p", **kw: object) -> list[dict[str, object]
 
 
 def test_steady_state_packs_onto_one_node() -> None:
-    s = cluster(10)
+    s = cluster(10, SchedulerSettings(max_starting_per_node=20))  # 15 < cap: no burst
     plan = s.plan(sandboxes(15), now=0.0)
     assert plan.by_node() == {plan.assignments[0].node: 15}
     assert plan.classes == 1
