@@ -73,7 +73,7 @@ bench-controller-burst: $(STAMP)
 bench-facade: $(STAMP)
 	$(BIN)/python -m load.bench.facade
 
-# The reference burst (DESIGN.md §3): simcluster paper-burst + controller + facade as separate
+# The reference burst (docs/load.md): simcluster paper-burst + controller + facade as separate
 # processes; report in build/bench-burst/<time>/. BURST_ARGS="--direct" skips the facade.
 BURST_ARGS ?=
 bench-burst: $(STAMP)

@@ -1,4 +1,4 @@
-"""Sandman's controller (issue 5): binds sandbox pods in bulk and keeps the fleet clean.
+"""Sandman's controller: binds sandbox pods in bulk and keeps the fleet clean.
 
 - :mod:`controller.view` — informers feeding the placement engine (:mod:`scheduler`);
 - :mod:`controller.binder` — batched plans and concurrent binds;

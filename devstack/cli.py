@@ -26,8 +26,6 @@ from .up import default_workdir, run_up
 
 __all__ = ["main"]
 
-PASSTHROUGH = {"sim": ("simcluster.__main__", "run simcluster (python -m simcluster)")}
-
 
 def _stack_flags(p: argparse.ArgumentParser) -> None:
     d = StackSettings(workdir=Path("."))
@@ -59,8 +57,7 @@ def _parser() -> argparse.ArgumentParser:
         "--daemon-only", action="store_true", help="only a local sandbox daemon, no cluster"
     )
     demo.add_argument("--keep-workdir", action="store_true", help="do not delete the workdir")
-    for name, (_, help_text) in PASSTHROUGH.items():
-        commands.add_parser(name, help=help_text, add_help=False)
+    commands.add_parser("sim", help="run simcluster (python -m simcluster)", add_help=False)
     return parser
 
 
@@ -77,10 +74,11 @@ def _settings(args: argparse.Namespace) -> StackSettings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in PASSTHROUGH:
-        module = __import__(PASSTHROUGH[argv[0]][0], fromlist=["main"])
-        sys.argv = [f"sandman-dev {argv[0]}", *argv[1:]]
-        return int(module.main(argv[1:]) or 0)
+    if argv[:1] == ["sim"]:  # every flag after it is simcluster's own
+        from simcluster.__main__ import main as simcluster_main
+
+        sys.argv = ["sandman-dev sim", *argv[1:]]
+        return int(simcluster_main(argv[1:]) or 0)
     args = _parser().parse_args(argv)
     if args.command == "up":
         return asyncio.run(run_up(_settings(args), args.status_every))

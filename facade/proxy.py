@@ -1,7 +1,7 @@
 """Tool calls go from the facade straight to the sandbox daemon on the pod IP.
 
 Never through the API server: exec, sessions, processes and files are proxied over pooled
-keep-alive connections (aiohttp: ~0.1 ms of client CPU per request, DESIGN.md §5), with the
+keep-alive connections (aiohttp: ~0.1 ms of client CPU per request, BENCHMARKS.md), with the
 sandbox's derived token added on the way. Bodies stream in both directions, so a tar upload or
 a streaming exec never sits in the facade's memory, and a trainer that hangs up closes the
 upstream connection (the daemon then stops a streamed command).

@@ -1,4 +1,4 @@
-"""The controller's one Kubernetes client: kr8s for configuration, aiohttp for requests.
+"""Sandman's one Kubernetes client: kr8s for configuration, aiohttp for requests.
 
 Why two libraries behind one object: kr8s knows every way a process finds its cluster
 (kubeconfig contexts, exec/OIDC tokens, in-cluster service account) and is the right tool for

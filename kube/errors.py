@@ -1,4 +1,4 @@
-"""One error hierarchy for every Kubernetes call the controller makes.
+"""One error hierarchy for every Kubernetes call Sandman makes (controller and facade).
 
 Why: the controller talks to the API server through two transports (kr8s/httpx for ordinary
 calls, aiohttp for the hot paths) and each raises its own exception types. Callers should not

@@ -1,4 +1,4 @@
-"""A KWOK-style simulated Kubernetes cluster that speaks the real API (issue 4).
+"""A KWOK-style simulated Kubernetes cluster that speaks the real API.
 
 A test bed and the embedded default, never a production path. The pieces:
 

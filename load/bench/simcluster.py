@@ -2,7 +2,7 @@
 
 The server runs in its own process (``python -m simcluster up --profile ci --nodes 0``, so
 it has a core of its own, as a real apiserver would); this process drives it over HTTPS on
-loopback with an aiohttp client (the ~0.1 ms/request transport from DESIGN.md section 5):
+loopback with an aiohttp client (the ~0.1 ms/request transport, see load/bench/controller.py):
 
 - mutating: N pod creations (the request Sandman makes per sandbox) with C requests in
   flight; figure = requests/s;

@@ -1,4 +1,4 @@
-"""The burst benchmark: the reference burst of DESIGN.md §3 on simcluster, end to end.
+"""The burst benchmark: the reference burst (docs/load.md) on simcluster, end to end.
 
 simcluster (``paper-burst``), the controller and the facade run as separate processes;
 the benchmark fires N sandbox requests within T seconds, stamps every sandbox's

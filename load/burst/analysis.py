@@ -1,7 +1,7 @@
 """Pure analysis of a burst run: per-sandbox stage times, percentiles, the lower bound on
 time to all-Ready, efficiency, the kube-scheduler QPS-50 model and API counters.
 
-Why a module of its own: these formulas are the benchmark's claims (DESIGN.md §3). Kept free
+Why a module of its own: these formulas are the benchmark's claims (docs/load.md). Kept free
 of I/O and clocks they are unit-tested on hand-computed cases, and the report, the CI-scale
 test and BENCHMARKS.md all read the same numbers.
 

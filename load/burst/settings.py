@@ -3,7 +3,7 @@
 Why the budget comes from the profile: the lower bound must use *this run's* numbers (the
 priority level's mutating budget, the container start latency, the kubelets' creation
 rate), so a profile override (``--set``) moves the bound with the cluster instead of
-silently comparing against DESIGN.md's constants.
+silently comparing against constants written down elsewhere.
 """
 
 from __future__ import annotations

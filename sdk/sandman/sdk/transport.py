@@ -1,7 +1,7 @@
 """One pooled HTTP connection to the facade, with typed errors and retries for safe calls.
 
 aiohttp, not httpx: the measured client CPU per small request on loopback is ~0.1 ms against
-0.7-2.5 ms (DESIGN.md §5), and a trainer creating and polling thousands of sandboxes is on a
+0.7-2.5 ms (BENCHMARKS.md, the controller's client), and a trainer creating and polling thousands of sandboxes is on a
 hot path. The session is created lazily inside the running event loop, so an ``AsyncSandman``
 can be constructed anywhere.
 
