@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import email.parser
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -54,7 +55,10 @@ def _run(*argv: str | Path, cwd: Path) -> str:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", ROOT / "sdk", "-w", out, cwd=out)
+    # From a copy: an in-tree build leaves build/ and *.egg-info in the checkout.
+    skip = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    source = shutil.copytree(ROOT / "sdk", out / "sdk", ignore=skip)
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", source, "-w", out, cwd=out)
     (built,) = out.glob("sandman-*.whl")
     return built
 
