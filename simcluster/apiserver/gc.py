@@ -9,8 +9,9 @@ the reference removed. ``Foreground`` is treated as Background: the owner does n
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
+
+from simcluster.apiserver.deferred import call_soon
 
 if TYPE_CHECKING:
     from simcluster.apiserver.core import ApiCore
@@ -57,13 +58,7 @@ class GarbageCollector:
         orphan = meta["uid"] in self._orphaning
         self._orphaning.discard(meta["uid"])
         if dependents:
-            self._later(lambda: self._collect(meta["uid"], dependents, orphan))
-
-    def _later(self, fn: Any) -> None:
-        try:
-            asyncio.get_running_loop().call_soon(fn)
-        except RuntimeError:
-            fn()
+            call_soon(lambda: self._collect(meta["uid"], dependents, orphan))
 
     def _collect(self, owner: str, dependents: set[Ref], orphan: bool) -> None:
         core = self.core

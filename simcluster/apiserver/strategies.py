@@ -4,7 +4,6 @@ admission plugins Sandman meets): pods, namespaces, services, resource quotas, C
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import ipaddress
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from simcluster.apiserver import pods
 from simcluster.apiserver.auth import Authenticator, service_account_user
+from simcluster.apiserver.deferred import call_soon
 from simcluster.apiserver.gc import GarbageCollector
 from simcluster.apiserver.meta import now, rfc3339
 from simcluster.apiserver.resources import ResourceType
@@ -150,13 +150,7 @@ class Strategies:
             obj["status"] = {"phase": "Terminating"}
             obj["metadata"]["deletionGracePeriodSeconds"] = 0
             obj["metadata"]["deletionTimestamp"] = rfc3339()
-            self._schedule(lambda: self._finalize_namespace(obj["metadata"]["name"]))
-
-    def _schedule(self, fn: Any) -> None:
-        try:
-            asyncio.get_running_loop().call_soon(fn)
-        except RuntimeError:
-            fn()
+            call_soon(lambda: self._finalize_namespace(obj["metadata"]["name"]))
 
     def _finalize_namespace(self, name: str) -> None:
         store = self.core.store
