@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from simcluster.apiserver import strategies
+from simcluster.apiserver.gc import GarbageCollector
 from simcluster.apiserver.meta import IdSource, now, rfc3339, validate_name
 from simcluster.apiserver.patch import apply_patch, merge_patch, strategic_merge_patch
 from simcluster.apiserver.resources import Registry, ResourceType
@@ -59,6 +60,8 @@ class ApiCore:
         self.registry = registry
         self.store = store
         self.ids = IdSource()
+        self.gc = GarbageCollector(self, registry)
+        store.add_listener(self.gc.on_event)
         self.strategies = strategies.Strategies(self)
 
     # --- helpers -----------------------------------------------------------------------
@@ -110,7 +113,9 @@ class ApiCore:
             raise NotFound.for_object(rt.plural, rt.group, name)
         return obj
 
-    def _write(self, rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
+    def write(self, rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
+        """Store ``obj`` (replacing ``old``) under the next resourceVersion, as is: the
+        caller has applied the verb's rules (``Writer.write``)."""
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
         self.store.put(rt.key, obj, old)
         self.strategies.after_write(rt, obj, old)
@@ -157,7 +162,7 @@ class ApiCore:
         self.strategies.prepare_create(rt, obj)
         if dry_run:
             return obj
-        return self._write(rt, obj, None)
+        return self.write(rt, obj, None)
 
     def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
         return self.lookup(rt, namespace, name)
@@ -231,7 +236,7 @@ class ApiCore:
             return old
         if dry_run:
             return merged
-        return self._write(rt, merged, old)
+        return self.write(rt, merged, old)
 
     def _merge_update(self, rt: ResourceType, old: Obj, new: Obj, subresource: str) -> Obj:
         if subresource == "status":
@@ -344,7 +349,7 @@ class ApiCore:
         if options.get("dryRun"):
             return obj
         if options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True:
-            self.strategies.gc.orphan(meta["uid"])
+            self.gc.orphan(meta["uid"])
         grace = self.strategies.grace_period(rt, obj, options.get("gracePeriodSeconds"))
         if grace == 0 and not meta.get("finalizers"):
             return self._remove(rt, obj)
@@ -361,7 +366,7 @@ class ApiCore:
         new["metadata"]["deletionTimestamp"] = rfc3339(now() + dt.timedelta(seconds=grace))
         new["metadata"]["deletionGracePeriodSeconds"] = grace
         self.strategies.prepare_delete(rt, new)
-        return self._write(rt, new, obj)
+        return self.write(rt, new, obj)
 
     def delete_collection(
         self, rt: ResourceType, namespace: str | None, opts: ListOptions, options: Obj | None

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from simcluster.apiserver import pods
 from simcluster.apiserver.auth import Authenticator, service_account_user
 from simcluster.apiserver.deferred import call_soon
-from simcluster.apiserver.gc import GarbageCollector
 from simcluster.apiserver.meta import now, rfc3339
 from simcluster.apiserver.resources import ResourceType
 from simcluster.errors import Conflict, Forbidden, Invalid, NotFound
@@ -86,7 +85,6 @@ class Strategies:
         self.core = core
         self.auth = Authenticator()
         self._next_ip = int(ipaddress.IPv4Address("10.96.0.10"))
-        self.gc = GarbageCollector(core)
         # (namespace, pod, container) -> output; set by the cluster when a runtime keeps logs
         self.log_reader: Callable[[str, str, str], bytes] | None = None
 
@@ -113,7 +111,6 @@ class Strategies:
             self._create_crd(rt, obj)
 
     def after_write(self, rt: ResourceType, obj: Obj, old: Obj | None) -> None:
-        self.gc.observe(rt.key, obj, old)
         if rt.key == NAMESPACES and old is None:
             sa = self.core.registry.get("", "v1", "serviceaccounts")
             assert sa is not None
@@ -123,7 +120,6 @@ class Strategies:
             self._refresh_quotas(obj["metadata"]["namespace"])
 
     def after_remove(self, rt: ResourceType, obj: Obj) -> None:
-        self.gc.removed(rt.key, obj)
         if rt.key == PODS:
             self._refresh_quotas(obj["metadata"]["namespace"])
         elif rt.key == CRDS:
@@ -155,7 +151,7 @@ class Strategies:
     def _finalize_namespace(self, name: str) -> None:
         store = self.core.store
         for key in store.keys():  # noqa: SIM118 (Store is not a mapping)
-            rt = self.type_for_key(key)
+            rt = self.core.registry.for_key(key)
             if rt is None or not rt.namespaced:
                 continue
             for obj in list(store.iter(key, name)):
@@ -163,9 +159,6 @@ class Strategies:
         ns = store.get(NAMESPACES, "", name)
         if ns is not None:
             store.remove(NAMESPACES, ns)
-
-    def type_for_key(self, key: str) -> ResourceType | None:
-        return next((rt for rt in self.core.registry.types.values() if rt.key == key), None)
 
     # --- pods/binding and serviceaccounts/token ----------------------------------------
     def bind(self, namespace: str, name: str, binding: Obj) -> Obj:
@@ -178,7 +171,7 @@ class Strategies:
             raise invalid(rt, name, "metadata.name", f'"{bname}": binding name must match the pod')
         pod = self.core.lookup(rt, namespace, name)
         bound = pods.bind(pod, binding)
-        self.core._write(rt, bound, pod)
+        self.core.write(rt, bound, pod)
         return {
             "kind": "Status",
             "apiVersion": "v1",
@@ -267,7 +260,7 @@ class Strategies:
             if (quota.get("status") or {}).get("used") != used:
                 new = dict(quota, status={"hard": dict(hard), "used": used})
                 new["metadata"] = dict(quota["metadata"])
-                self.core._write(rt, new, quota)
+                self.core.write(rt, new, quota)
 
     # --- services ----------------------------------------------------------------------
     def _default_service(self, svc: Obj, old: Obj | None = None) -> None:
