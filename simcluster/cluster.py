@@ -66,7 +66,7 @@ class Cluster:
         self.kubelets: dict[str, Kubelet] = {}
         self.kubelet_metrics = KubeletMetrics(self.server.metrics.registry)
         if isinstance(self.runtime, ProcessRuntime):
-            self.server.core.strategies.log_reader = self.runtime.read_log
+            self.server.dispatcher.log_reader = self.runtime.read_log
         # Process-mode pods listen on loopback addresses: reserve a range no other cluster
         # on this machine uses (virtual pods listen nowhere and share the default range).
         self.network = PodNetwork(settings.nodes)

@@ -73,8 +73,8 @@ class ApiServer:
         self.settings = settings or ServerSettings()
         self.registry = Registry.builtin()
         self.store = Store(self.settings.history)
-        self.core = ApiCore(self.registry, self.store)
-        self.auth: Authenticator = self.core.strategies.auth
+        self.auth = Authenticator()
+        self.core = ApiCore(self.registry, self.store, auth=self.auth)
         self.metrics = ApiMetrics()
         self.faults = ApiFaults(self.settings.fault_seed)
         self.dispatcher = Dispatcher(
