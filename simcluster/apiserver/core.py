@@ -22,13 +22,13 @@ import msgspec
 
 from simcluster.apiserver.auth import Authenticator
 from simcluster.apiserver.gc import GarbageCollector
-from simcluster.apiserver.meta import IdSource, now, rfc3339, validate_name
+from simcluster.apiserver.meta import IdSource, now, rfc3339
 from simcluster.apiserver.patch import apply_patch, merge_patch, strategic_merge_patch
 from simcluster.apiserver.resources import Registry, ResourceType
 from simcluster.apiserver.selectors import FieldSelector, LabelSelector
 from simcluster.apiserver.store import Event, Renderer, Store, Watcher, default_render
 from simcluster.apiserver.strategies import STRATEGIES, Strategies, StrategyFactory
-from simcluster.apiserver.strategy import StrategyContext, invalid, required
+from simcluster.apiserver.strategy import Strategy, StrategyContext, invalid, required
 from simcluster.errors import (
     STALE,
     AlreadyExists,
@@ -143,36 +143,41 @@ class ApiCore:
         self.strategies.for_key(rt.key).after_remove(rt, event.obj)
         return event.obj
 
-    # --- verbs -------------------------------------------------------------------------
-    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
-        obj = self._check_body(rt, namespace, body)
-        meta = obj["metadata"]
+    def _admit_new(self, rt: ResourceType, strategy: Strategy, namespace: str, meta: Obj) -> None:
+        """Name a new object (from ``generateName``) and refuse it for its metadata alone,
+        in a fixed order, as the first failure is what the client sees: no name, a name the
+        kind's rule refuses, no such (or a terminating) namespace, a taken name, a
+        resourceVersion."""
         if not meta.get("name"):
-            if meta.get("generateName"):
-                meta["name"] = self.ids.generate_name(meta["generateName"])
-            else:
+            if not meta.get("generateName"):
                 raise required(rt, "", "metadata.name", "name or generateName is required")
-        validate_name(
-            rt.kind,
-            rt.group,
-            meta["name"],
-            dns_label=rt.plural in ("namespaces", "services"),
-            path_segment=rt.group == "rbac.authorization.k8s.io",
-        )
+            meta["name"] = self.ids.generate_name(meta["generateName"])
+        strategy.validate_name(rt, meta["name"])
         self._require_namespace(rt, namespace, creating=True)
         if self.store.get(rt.key, meta.get("namespace", ""), meta["name"]) is not None:
             raise AlreadyExists.for_object(rt.plural, rt.group, meta["name"])
         if meta.get("resourceVersion"):
             raise invalid(rt, meta["name"], "metadata.resourceVersion", "must be empty on create")
+
+    def _stamp_new(self, rt: ResourceType, obj: Obj) -> None:
+        """Server-owned metadata of a new object; its status is the server's (or the
+        strategy's) to set, never the client's."""
+        meta = obj["metadata"]
         for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
             meta.pop(k, None)
         meta["uid"] = self.ids.uid()
         meta["creationTimestamp"] = rfc3339()
         if "spec" in obj and rt.has_status:
             meta["generation"] = 1
-        if rt.has_status and rt.plural != "pods":
+        if rt.has_status:
             obj.pop("status", None)
+
+    # --- verbs -------------------------------------------------------------------------
+    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
+        obj = self._check_body(rt, namespace, body)
         strategy = self.strategies.for_key(rt.key)
+        self._admit_new(rt, strategy, namespace, obj["metadata"])
+        self._stamp_new(rt, obj)
         strategy.prepare_create(rt, obj)
         strategy.validate_create(rt, obj)
         if dry_run:

@@ -15,6 +15,7 @@ from simcluster.apiserver.kinds.crds import CustomResourceDefinitionStrategy
 from simcluster.apiserver.kinds.namespaces import NamespaceStrategy
 from simcluster.apiserver.kinds.pods import PodStrategy
 from simcluster.apiserver.kinds.quotas import ResourceQuotaStrategy
+from simcluster.apiserver.kinds.rbac import RBAC_KEYS, RbacStrategy
 from simcluster.apiserver.kinds.serviceaccounts import ServiceAccountStrategy
 from simcluster.apiserver.kinds.services import ServiceStrategy
 from simcluster.apiserver.strategy import Strategy, StrategyContext
@@ -31,6 +32,7 @@ STRATEGIES: Mapping[str, StrategyFactory] = MappingProxyType(
         "/resourcequotas": ResourceQuotaStrategy,
         "/serviceaccounts": ServiceAccountStrategy,
         "apiextensions.k8s.io/customresourcedefinitions": CustomResourceDefinitionStrategy,
+        **dict.fromkeys(RBAC_KEYS, RbacStrategy),
     }
 )
 

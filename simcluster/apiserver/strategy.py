@@ -9,8 +9,9 @@ new rule is a method on one kind's class, not another branch in a switch over ev
 
 The order the core calls the hooks in, per verb:
 
-- create: ``prepare_create`` (defaults, server-set fields) → ``validate_create`` → store
-  → ``after_create`` (follow-up writes, e.g. a namespace's default service account);
+- create: ``validate_name`` → ``prepare_create`` (defaults, server-set fields) →
+  ``validate_create`` → store → ``after_create`` (follow-up writes, e.g. a namespace's
+  default service account);
 - update/patch: merge → ``prepare_update`` → ``validate_update`` → store (or remove, when a
   terminating object lost its last finalizer);
 - delete: ``grace_period`` → removed at once when 0 and no finalizers, else
@@ -26,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from simcluster.apiserver import meta
 from simcluster.apiserver.auth import Authenticator
 from simcluster.apiserver.resources import Registry, ResourceType
 from simcluster.apiserver.writer import Objects, Writer
@@ -53,6 +55,11 @@ class Strategy:
         """Take from ``ctx`` what the kind needs; the generic strategy needs nothing."""
 
     # --- create ------------------------------------------------------------------------
+    def validate_name(self, rt: ResourceType, name: str) -> None:
+        """``metadata.name``'s rule, checked before anything else about a new object; most
+        kinds take an RFC 1123 subdomain (upstream's ``NameIsDNSSubdomain``)."""
+        meta.validate_name(rt.kind, rt.group, name, dns_label=False)
+
     def prepare_create(self, rt: ResourceType, obj: Obj) -> None:
         """Default the new object and set server-owned fields (status, allocated values)."""
 

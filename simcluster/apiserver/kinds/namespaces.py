@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from simcluster.apiserver.deferred import call_soon
-from simcluster.apiserver.meta import rfc3339
+from simcluster.apiserver.meta import rfc3339, validate_name
 from simcluster.apiserver.resources import ResourceType
 from simcluster.apiserver.strategy import Strategy, StrategyContext
 
@@ -26,6 +26,9 @@ class NamespaceStrategy(Strategy):
         self.writer = ctx.writer
         self.objects = ctx.objects
         self.registry = ctx.registry
+
+    def validate_name(self, rt: ResourceType, name: str) -> None:
+        validate_name(rt.kind, rt.group, name, dns_label=True)  # an RFC 1123 label
 
     def prepare_create(self, rt: ResourceType, obj: Obj) -> None:
         meta = obj["metadata"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from simcluster.apiserver.meta import validate_name
 from simcluster.apiserver.resources import ResourceType
 from simcluster.apiserver.strategy import Strategy, StrategyContext, invalid
 
@@ -22,6 +23,9 @@ _FIRST_IP = "10.96.0.10"
 class ServiceStrategy(Strategy):
     def __init__(self, ctx: StrategyContext) -> None:
         self._next_ip = int(ipaddress.IPv4Address(_FIRST_IP))
+
+    def validate_name(self, rt: ResourceType, name: str) -> None:
+        validate_name(rt.kind, rt.group, name, dns_label=True)  # it becomes a DNS label
 
     def prepare_create(self, rt: ResourceType, obj: Obj) -> None:
         self._default(rt, obj, None)
