@@ -17,10 +17,11 @@ from simcluster.apiserver.auth import User, service_account_user
 from simcluster.apiserver.http import ApiServer, ServerSettings
 from simcluster.apiserver.local import LocalApiError, LocalClient
 from simcluster.errors import BadRequest, NotFound, SimclusterError
-from simcluster.kubelet.kubelet import VIRTUAL_LABEL, Kubelet, NodeSettings
+from simcluster.kubelet.kubelet import VIRTUAL_LABEL, Kubelet
 from simcluster.kubelet.metrics import KubeletMetrics
 from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
 from simcluster.kubelet.runtime import Runtime, VirtualRuntime
+from simcluster.kubelet.settings import NodeSettings
 from simcluster.network import PodNetwork
 from simcluster.quantity import format_cpu, format_memory, to_milli, to_units
 
@@ -65,7 +66,7 @@ class Cluster:
         self.kubelets: dict[str, Kubelet] = {}
         self.kubelet_metrics = KubeletMetrics(self.server.metrics.registry)
         if isinstance(self.runtime, ProcessRuntime):
-            self.server.core.strategies.log_reader = self.runtime.read_log
+            self.server.dispatcher.log_reader = self.runtime.read_log
         # Process-mode pods listen on loopback addresses: reserve a range no other cluster
         # on this machine uses (virtual pods listen nowhere and share the default range).
         self.network = PodNetwork(settings.nodes)

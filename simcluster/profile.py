@@ -18,7 +18,7 @@ from simcluster.apiserver.http import ServerSettings
 from simcluster.cluster import ClusterSettings
 from simcluster.errors import BadRequest, SimclusterError
 from simcluster.kubelet.images import PullSettings
-from simcluster.kubelet.kubelet import NodeSettings
+from simcluster.kubelet.settings import NodeSettings
 from simcluster.quantity import to_units
 
 __all__ = ["ProfileError", "builtin_profiles", "load_profile", "parse_profile"]

@@ -4,24 +4,31 @@ watch — with the real server's semantics, independent of HTTP.
 Both the HTTP front end and in-process clients (the simulated kubelets) call these methods, so
 every client sees the same uid/generateName/resourceVersion/optimistic-concurrency/graceful
 deletion behaviour. Kind-specific rules (pod defaults, binding, quotas, namespaces, CRDs) live
-in ``strategies``; this module holds what is common to every kind.
+in one strategy object per kind (``kinds``, chosen by the table in ``strategies``), called
+at the hooks ``strategy.Strategy`` defines; this module holds what is common to every kind
+and never names one. Strategies and the garbage collector write back through the narrow
+``writer.Writer`` this class implements, so none of them imports this module.
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from simcluster.apiserver import strategies
-from simcluster.apiserver.meta import IdSource, now, rfc3339, validate_name
+from simcluster.apiserver.auth import Authenticator
+from simcluster.apiserver.gc import GarbageCollector
+from simcluster.apiserver.meta import IdSource, now, rfc3339
 from simcluster.apiserver.patch import apply_patch, merge_patch, strategic_merge_patch
 from simcluster.apiserver.resources import Registry, ResourceType
 from simcluster.apiserver.selectors import FieldSelector, LabelSelector
 from simcluster.apiserver.store import Event, Renderer, Store, Watcher, default_render
+from simcluster.apiserver.strategies import STRATEGIES, Strategies, StrategyFactory
+from simcluster.apiserver.strategy import Strategy, StrategyContext, invalid, required
 from simcluster.errors import (
     STALE,
     AlreadyExists,
@@ -53,13 +60,27 @@ def _copy(obj: Obj) -> Obj:
 
 
 class ApiCore:
-    """Kubernetes object semantics over a ``Store``."""
+    """Kubernetes object semantics over a ``Store``.
 
-    def __init__(self, registry: Registry, store: Store) -> None:
+    ``strategies`` maps store keys to strategy factories (default: every built-in kind with
+    rules); the garbage collector listens to the store, so it sees every put and removal."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        store: Store,
+        *,
+        auth: Authenticator | None = None,
+        strategies: Mapping[str, StrategyFactory] = STRATEGIES,
+    ) -> None:
         self.registry = registry
         self.store = store
         self.ids = IdSource()
-        self.strategies = strategies.Strategies(self)
+        self.auth = auth or Authenticator()
+        self.gc = GarbageCollector(self, registry)
+        store.add_listener(self.gc.on_event)
+        ctx = StrategyContext(writer=self, objects=store, registry=registry, auth=self.auth)
+        self.strategies = Strategies(ctx, strategies)
 
     # --- helpers -----------------------------------------------------------------------
     def _require_namespace(self, rt: ResourceType, namespace: str, creating: bool) -> None:
@@ -110,54 +131,60 @@ class ApiCore:
             raise NotFound.for_object(rt.plural, rt.group, name)
         return obj
 
-    def _write(self, rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
+    def write(self, rt: ResourceType, obj: Obj, old: Obj | None) -> Obj:
+        """Store ``obj`` (replacing ``old``) under the next resourceVersion, as is: the
+        caller has applied the verb's rules (``Writer.write``)."""
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
         self.store.put(rt.key, obj, old)
-        self.strategies.after_write(rt, obj, old)
         return obj
 
     def _remove(self, rt: ResourceType, obj: Obj) -> Obj:
         event = self.store.remove(rt.key, obj)
-        self.strategies.after_remove(rt, event.obj)
+        self.strategies.for_key(rt.key).after_remove(rt, event.obj)
         return event.obj
 
-    # --- verbs -------------------------------------------------------------------------
-    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
-        obj = self._check_body(rt, namespace, body)
-        meta = obj["metadata"]
+    def _admit_new(self, rt: ResourceType, strategy: Strategy, namespace: str, meta: Obj) -> None:
+        """Name a new object (from ``generateName``) and refuse it for its metadata alone,
+        in a fixed order, as the first failure is what the client sees: no name, a name the
+        kind's rule refuses, no such (or a terminating) namespace, a taken name, a
+        resourceVersion."""
         if not meta.get("name"):
-            if meta.get("generateName"):
-                meta["name"] = self.ids.generate_name(meta["generateName"])
-            else:
-                raise strategies.required(
-                    rt, "", "metadata.name", "name or generateName is required"
-                )
-        validate_name(
-            rt.kind,
-            rt.group,
-            meta["name"],
-            dns_label=rt.plural in ("namespaces", "services"),
-            path_segment=rt.group == "rbac.authorization.k8s.io",
-        )
+            if not meta.get("generateName"):
+                raise required(rt, "", "metadata.name", "name or generateName is required")
+            meta["name"] = self.ids.generate_name(meta["generateName"])
+        strategy.validate_name(rt, meta["name"])
         self._require_namespace(rt, namespace, creating=True)
         if self.store.get(rt.key, meta.get("namespace", ""), meta["name"]) is not None:
             raise AlreadyExists.for_object(rt.plural, rt.group, meta["name"])
         if meta.get("resourceVersion"):
-            raise strategies.invalid(
-                rt, meta["name"], "metadata.resourceVersion", "must be empty on create"
-            )
+            raise invalid(rt, meta["name"], "metadata.resourceVersion", "must be empty on create")
+
+    def _stamp_new(self, rt: ResourceType, obj: Obj) -> None:
+        """Server-owned metadata of a new object; its status is the server's (or the
+        strategy's) to set, never the client's."""
+        meta = obj["metadata"]
         for k in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
             meta.pop(k, None)
         meta["uid"] = self.ids.uid()
         meta["creationTimestamp"] = rfc3339()
         if "spec" in obj and rt.has_status:
             meta["generation"] = 1
-        if rt.has_status and rt.plural != "pods":
+        if rt.has_status:
             obj.pop("status", None)
-        self.strategies.prepare_create(rt, obj)
+
+    # --- verbs -------------------------------------------------------------------------
+    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
+        obj = self._check_body(rt, namespace, body)
+        strategy = self.strategies.for_key(rt.key)
+        self._admit_new(rt, strategy, namespace, obj["metadata"])
+        self._stamp_new(rt, obj)
+        strategy.prepare_create(rt, obj)
+        strategy.validate_create(rt, obj)
         if dry_run:
             return obj
-        return self._write(rt, obj, None)
+        self.write(rt, obj, None)
+        strategy.after_create(rt, obj)
+        return obj
 
     def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
         return self.lookup(rt, namespace, name)
@@ -219,7 +246,9 @@ class ApiCore:
         self, rt: ResourceType, old: Obj, new: Obj, *, subresource: str, dry_run: bool
     ) -> Obj:
         merged = self._merge_update(rt, old, new, subresource)
-        self.strategies.prepare_update(rt, merged, old, subresource)
+        strategy = self.strategies.for_key(rt.key)
+        strategy.prepare_update(rt, merged, old, subresource)
+        strategy.validate_update(rt, merged, old, subresource)
         meta = merged["metadata"]
         if (
             meta.get("deletionTimestamp")
@@ -231,7 +260,7 @@ class ApiCore:
             return old
         if dry_run:
             return merged
-        return self._write(rt, merged, old)
+        return self.write(rt, merged, old)
 
     def _merge_update(self, rt: ResourceType, old: Obj, new: Obj, subresource: str) -> Obj:
         if subresource == "status":
@@ -344,8 +373,9 @@ class ApiCore:
         if options.get("dryRun"):
             return obj
         if options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True:
-            self.strategies.gc.orphan(meta["uid"])
-        grace = self.strategies.grace_period(rt, obj, options.get("gracePeriodSeconds"))
+            self.gc.orphan(meta["uid"])
+        strategy = self.strategies.for_key(rt.key)
+        grace = strategy.grace_period(rt, obj, options.get("gracePeriodSeconds"))
         if grace == 0 and not meta.get("finalizers"):
             return self._remove(rt, obj)
         return self._mark_deleting(rt, obj, grace)
@@ -360,8 +390,15 @@ class ApiCore:
         new = _copy(obj)
         new["metadata"]["deletionTimestamp"] = rfc3339(now() + dt.timedelta(seconds=grace))
         new["metadata"]["deletionGracePeriodSeconds"] = grace
-        self.strategies.prepare_delete(rt, new)
-        return self._write(rt, new, obj)
+        self.strategies.for_key(rt.key).prepare_delete(rt, new)
+        return self.write(rt, new, obj)
+
+    def create_subresource(
+        self, rt: ResourceType, subresource: str, namespace: str, name: str, body: Any
+    ) -> Obj:
+        """POST to a subresource (pods/binding, serviceaccounts/token): the kind's answer."""
+        strategy = self.strategies.for_key(rt.key)
+        return strategy.create_subresource(rt, subresource, namespace, name, body)
 
     def delete_collection(
         self, rt: ResourceType, namespace: str | None, opts: ListOptions, options: Obj | None

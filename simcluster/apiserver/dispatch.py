@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -173,6 +173,9 @@ class Dispatcher:
         self.metrics = metrics or ApiMetrics()
         self.faults = faults or ApiFaults()
         self.write_latency_s = write_latency_s
+        # pods/log: (namespace, pod, container) -> output; set by the cluster when its
+        # runtime keeps logs (the process runtime), as the kubelet serves them upstream
+        self.log_reader: Callable[[str, str, str], bytes] | None = None
 
     async def handle_async(self, req: ApiRequest) -> ApiResponse | WatchStream:
         """The full request path; API errors come back as Status responses."""
@@ -275,7 +278,9 @@ class Dispatcher:
             if rt.plural == "bindings":
                 body = _body(req) or {}
                 name = (body.get("metadata") or {}).get("name", "")
-                return 201, core.strategies.bind(ns, name, body)
+                pods = core.registry.get("", "v1", "pods")
+                assert pods is not None
+                return 201, core.create_subresource(pods, "binding", ns, name, body)
             if info.name:
                 raise MethodNotAllowed(
                     "the server does not allow this method on the requested resource"
@@ -324,7 +329,7 @@ class Dispatcher:
                 f"a container name must be specified for pod {info.name}, "
                 f"choose one of: {containers}"
             )
-        reader = self.core.strategies.log_reader
+        reader = self.log_reader
         data = reader(info.namespace or "", info.name, container) if reader else b""
         if q.get("tailLines"):
             data = b"".join(data.splitlines(keepends=True)[-int(q["tailLines"]) :])
@@ -337,8 +342,8 @@ class Dispatcher:
         ns, sub = info.namespace or "", info.subresource
         if sub not in rt.subresources:
             raise NotFound("the server could not find the requested resource")
-        if sub == "binding" and info.verb == "create":
-            return 201, core.strategies.bind(ns, info.name, _body(req) or {})
+        if sub in ("binding", "token") and info.verb == "create":
+            return 201, core.create_subresource(rt, sub, ns, info.name, _body(req) or {})
         if sub == "eviction" and info.verb == "create":
             body = _body(req) or {}
             core.delete(rt, ns, info.name, body.get("deleteOptions") or {})
@@ -349,8 +354,6 @@ class Dispatcher:
                 "status": "Success",
                 "code": 201,
             }
-        if sub == "token" and info.verb == "create":
-            return 201, core.strategies.token(ns, info.name, _body(req) or {})
         if sub in ("status", "finalize"):
             if info.verb == "get":
                 return 200, core.get(rt, ns, info.name)

@@ -73,8 +73,8 @@ class ApiServer:
         self.settings = settings or ServerSettings()
         self.registry = Registry.builtin()
         self.store = Store(self.settings.history)
-        self.core = ApiCore(self.registry, self.store)
-        self.auth: Authenticator = self.core.strategies.auth
+        self.auth = Authenticator()
+        self.core = ApiCore(self.registry, self.store, auth=self.auth)
         self.metrics = ApiMetrics()
         self.faults = ApiFaults(self.settings.fault_seed)
         self.dispatcher = Dispatcher(
@@ -111,9 +111,7 @@ class ApiServer:
             self._runner, self.settings.host, self.settings.port, backlog=1024, ssl_context=ssl_ctx
         )
         await site.start()
-        listener = site._server
-        assert listener is not None
-        host, port = listener.sockets[0].getsockname()[:2]  # type: ignore[attr-defined]
+        host, port = self._runner.addresses[0][:2]
         self.address = f"{host}:{port}"
         self.url = f"{'https' if self.certs else 'http'}://{self.address}"
         return self.url
@@ -133,7 +131,8 @@ class ApiServer:
             # TLS close waits for the peer's close_notify (up to 30 s): idle pooled client
             # connections never send it, so abort what graceful cleanup leaves open.
             server = self._runner.server
-            transports = list(getattr(server, "_connections", {}).values()) if server else []
+            handlers = server.connections if server else []
+            transports = [h.transport for h in handlers if h.transport is not None]
             await self._runner.cleanup()
             for transport in transports:
                 transport.abort()

@@ -192,6 +192,10 @@ class Registry:
     def get(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self.types.get((group, version, plural))
 
+    def for_key(self, key: str) -> ResourceType | None:
+        """A type stored under ``key`` (any of its versions: they share the store)."""
+        return next((rt for rt in self.types.values() if rt.key == key), None)
+
     def versions(self, group: str) -> list[str]:
         seen: list[str] = []
         for g, v, _ in self.types:

@@ -24,7 +24,7 @@ import msgspec
 from simcluster.apiserver.selectors import FieldSelector, LabelSelector, get_path
 from simcluster.errors import Expired
 
-__all__ = ["Event", "Store", "Watcher"]
+__all__ = ["Event", "Listener", "Store", "Watcher"]
 
 _INDEXED = ("spec.nodeName", "metadata.name")
 
@@ -59,6 +59,7 @@ def line(event_type: str, object_json: bytes) -> bytes:
 
 
 Renderer = Callable[[str, Event], bytes]
+Listener = Callable[[Event], None]
 
 
 def default_render(event_type: str, event: Event) -> bytes:
@@ -132,6 +133,7 @@ class Store:
         self._watchers: dict[str, set[Watcher]] = {}
         self._indexed: dict[tuple[str, str, str], set[Watcher]] = {}
         self.force_expired = False  # fault injection: next resume gets 410
+        self._listeners: list[Listener] = []
 
     def next_rv(self) -> int:
         self.rv += 1
@@ -185,6 +187,8 @@ class Store:
         self._history.append(event)
         for w in self._targets(event):
             w.offer(event)
+        for listener in self._listeners:
+            listener(event)
         return event
 
     def _targets(self, event: Event) -> Iterator[Watcher]:
@@ -196,6 +200,19 @@ class Store:
                 values.add(_field_value(event.old, path))
             for v in values:
                 yield from list(self._indexed.get((event.key, path, v), ()))
+
+    # --- listeners ---------------------------------------------------------------------
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener`` with every event, in order, after the watchers got it.
+
+        For in-process controllers (the garbage collector): unlike a watcher, a listener has
+        no queue, filter or history. It runs inside the write, so it must be quick, and the
+        writes it causes belong on the next loop turn (``deferred.call_soon``). It runs after
+        the watchers, so that what it causes reaches them after the event that caused it."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
 
     # --- watch -------------------------------------------------------------------------
     def subscribe(self, w: Watcher, since: int | None) -> None:

@@ -1,7 +1,7 @@
 """Simulated kubelets and their container runtimes (virtual, process)."""
 
 from simcluster.kubelet.images import ImageCache, PullSettings
-from simcluster.kubelet.kubelet import Kubelet, NodeSettings
+from simcluster.kubelet.kubelet import Kubelet
 from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
 from simcluster.kubelet.runtime import (
     Container,
@@ -12,6 +12,7 @@ from simcluster.kubelet.runtime import (
     Sandbox,
     VirtualRuntime,
 )
+from simcluster.kubelet.settings import NodeSettings
 
 __all__ = [
     "Container",

@@ -17,45 +17,28 @@ import collections
 import logging
 import random
 import time
-from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from simcluster.apiserver.local import LocalApiError, LocalClient
 from simcluster.apiserver.meta import rfc3339
 from simcluster.apiserver.pods import pod_requests
 from simcluster.kubelet.admission import Capacity, admit
-from simcluster.kubelet.images import ImageCache, PullSettings, normalize_image
+from simcluster.kubelet.images import ImageCache, normalize_image
 from simcluster.kubelet.limits import CreationLimiter
 from simcluster.kubelet.metrics import KubeletMetrics
 from simcluster.kubelet.node import NodePresence
 from simcluster.kubelet.runtime import Runtime, RuntimeStartError, Sandbox, sandbox_from_pod
+from simcluster.kubelet.settings import NodeSettings
 from simcluster.quantity import to_milli, to_units
 
+# NodeSettings is re-exported: callers outside simcluster import it from here.
 __all__ = ["VIRTUAL_LABEL", "Kubelet", "NodeSettings", "node_ip"]
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 VIRTUAL_LABEL = "simcluster.io/virtual"  # pods with this label "true" never run processes
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSettings:
-    cpu: str = "16"
-    memory: str = "64Gi"
-    max_pods: int = 110
-    labels: Mapping[str, str] = field(default_factory=dict)
-    taints: tuple[Mapping[str, Any], ...] = ()
-    creation_rate: float = 0.0  # sandbox creations/s per node; 0 = unlimited
-    creation_concurrency: int = 0  # sandboxes being created at once; 0 = unlimited
-    start_latency_s: float = 0.0  # container start with the image present
-    start_jitter_s: float = 0.0  # uniform +/- jitter on the start latency
-    pull: PullSettings = field(default_factory=PullSettings)
-    preloaded_images: tuple[str, ...] = ()
-    lease_interval_s: float = 10.0
-    status_interval_s: float = 60.0
-    restart_backoff_s: float = 10.0  # first CrashLoopBackOff delay, doubling up to 300 s
-    kubelet_version: str = "v1.32.0-simcluster"
 
 
 def node_ip(index: int, host: int = 1, network: int = 1) -> str:

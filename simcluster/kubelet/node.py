@@ -15,15 +15,13 @@ import platform
 import random
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from simcluster.apiserver.local import LocalApiError, LocalClient
 from simcluster.apiserver.meta import rfc3339
 from simcluster.kubelet.images import ImageCache
 from simcluster.kubelet.metrics import KubeletMetrics
-
-if TYPE_CHECKING:
-    from simcluster.kubelet.kubelet import NodeSettings
+from simcluster.kubelet.settings import NodeSettings
 
 __all__ = ["NodePresence"]
 

@@ -20,7 +20,7 @@ import yaml
 
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
-from simcluster.kubelet.kubelet import NodeSettings
+from simcluster.kubelet.settings import NodeSettings
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from kubernetes import client, config
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from simcluster.kubelet.images import PullSettings
-from simcluster.kubelet.kubelet import NodeSettings
+from simcluster.kubelet.settings import NodeSettings
 
 NODE = NodeSettings(
     cpu="1",

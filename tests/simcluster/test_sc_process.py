@@ -15,8 +15,8 @@ from kubernetes import client, config
 
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
-from simcluster.kubelet.kubelet import NodeSettings
 from simcluster.kubelet.process import ProcessRuntime
+from simcluster.kubelet.settings import NodeSettings
 
 
 def web_pod(name: str) -> dict:

@@ -1,0 +1,61 @@
+"""The pod strategy: defaults, quota admission, update rules, graceful deletion, binding.
+
+The rules themselves are pure functions in ``simcluster.apiserver.pods`` (the kubelet reads
+pod requests from there too); this class is where the verbs meet them, and where a pod's
+arrival or departure refreshes its namespace's quota usage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simcluster.apiserver import pods
+from simcluster.apiserver.kinds.quotas import QuotaLedger
+from simcluster.apiserver.resources import ResourceType
+from simcluster.apiserver.strategy import Strategy, StrategyContext, invalid
+
+__all__ = ["PodStrategy"]
+
+Obj = dict[str, Any]
+_BOUND = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+
+class PodStrategy(Strategy):
+    def __init__(self, ctx: StrategyContext) -> None:
+        self.writer = ctx.writer
+        self.quota = QuotaLedger(ctx.objects, ctx.writer, ctx.registry)
+
+    def prepare_create(self, rt: ResourceType, obj: Obj) -> None:
+        pods.default_pod(obj)
+        self.quota.admit(obj)
+
+    def after_create(self, rt: ResourceType, obj: Obj) -> None:
+        self.quota.refresh(obj["metadata"]["namespace"])
+
+    def prepare_update(self, rt: ResourceType, new: Obj, old: Obj, subresource: str) -> None:
+        if not subresource:
+            pods.check_update(new, old)
+
+    def grace_period(self, rt: ResourceType, obj: Obj, requested: Any) -> int:
+        return pods.pod_grace(obj, requested)
+
+    def after_remove(self, rt: ResourceType, obj: Obj) -> None:
+        self.quota.refresh(obj["metadata"]["namespace"])
+
+    def create_subresource(
+        self, rt: ResourceType, subresource: str, namespace: str, name: str, body: Any
+    ) -> Obj:
+        if subresource != "binding":
+            return super().create_subresource(rt, subresource, namespace, name, body)
+        return self.bind(rt, namespace, name, body)
+
+    def bind(self, rt: ResourceType, namespace: str, name: str, binding: Any) -> Obj:
+        """pods/binding (and the legacy ``bindings`` resource): upstream's ``BindingREST``."""
+        if not isinstance(binding, dict):
+            binding = {}
+        bname = (binding.get("metadata") or {}).get("name")
+        if bname and bname != name:
+            raise invalid(rt, name, "metadata.name", f'"{bname}": binding name must match the pod')
+        pod = self.writer.lookup(rt, namespace, name)
+        self.writer.write(rt, pods.bind(pod, binding), pod)
+        return dict(_BOUND)

@@ -1,0 +1,35 @@
+"""A simulated node's settings, in a module of their own.
+
+Both the kubelet (pods, admission, image pulls) and its node presence (Node and Lease
+objects) read these settings; keeping them here rather than in ``kubelet`` lets ``node``
+import them without importing the kubelet that imports ``node`` — a circle otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from simcluster.kubelet.images import PullSettings
+
+__all__ = ["NodeSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSettings:
+    cpu: str = "16"
+    memory: str = "64Gi"
+    max_pods: int = 110
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Mapping[str, Any], ...] = ()
+    creation_rate: float = 0.0  # sandbox creations/s per node; 0 = unlimited
+    creation_concurrency: int = 0  # sandboxes being created at once; 0 = unlimited
+    start_latency_s: float = 0.0  # container start with the image present
+    start_jitter_s: float = 0.0  # uniform +/- jitter on the start latency
+    pull: PullSettings = field(default_factory=PullSettings)
+    preloaded_images: tuple[str, ...] = ()
+    lease_interval_s: float = 10.0
+    status_interval_s: float = 60.0
+    restart_backoff_s: float = 10.0  # first CrashLoopBackOff delay, doubling up to 300 s
+    kubelet_version: str = "v1.32.0-simcluster"
