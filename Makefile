@@ -31,7 +31,8 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml sdk/pyproject.toml devtools/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ./sdk -e . -e ./devtools
+	@# setuptools warns that a folder named like the package is in its working directory: by design here.
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e ./sdk -e . -e ./devtools
 	@touch $@
 
 lint: $(STAMP)
