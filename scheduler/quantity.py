@@ -144,11 +144,11 @@ def _scaled(value: object, scale: int, low: int, high: int) -> int:
     else:
         raise _reject(value)
     match = _PATTERN.fullmatch(text)
-    if match is None or not text:
+    if match is None:
         raise _reject(value)
     sign, whole, frac, exp, suffix = match.groups()
     frac = frac or ""
-    if not whole and not frac:
+    if not whole and not frac:  # the grammar wants a digit (upstream's scanner reads some as 0)
         raise _reject(value)
     if exp is None:
         power, shift = _SUFFIX[suffix or ""]

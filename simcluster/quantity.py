@@ -110,7 +110,7 @@ def _from_text(value: object, text: str) -> Decimal:
         k = _digit_run(text, j + 1)
         frac, j = text[j + 1 : k], k
     suffix = text[j:]
-    if not whole and not frac:
+    if not whole and not frac:  # a digit is required, as the documented grammar has it
         raise _bad(value)
     if suffix in _SUFFIX:
         power, shift = _SUFFIX[suffix]
