@@ -25,6 +25,8 @@ from types import TracebackType
 import anyio
 
 from sandman.wire.facade import (
+    DEFAULT_CLASS,
+    DEFAULT_TTL_S,
     MAX_BATCH,
     BatchResult,
     ClassInfo,
@@ -140,8 +142,8 @@ class AsyncSandman:
         self,
         image: str,
         *,
-        sandbox_class: str = "tiny",
-        ttl_s: int = 3600,
+        sandbox_class: str = DEFAULT_CLASS,
+        ttl_s: int = DEFAULT_TTL_S,
         idle_timeout_s: int | None = None,
         env: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
@@ -179,8 +181,8 @@ class AsyncSandman:
         n: int,
         image: str,
         *,
-        sandbox_class: str = "tiny",
-        ttl_s: int = 3600,
+        sandbox_class: str = DEFAULT_CLASS,
+        ttl_s: int = DEFAULT_TTL_S,
         idle_timeout_s: int | None = None,
         env: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,

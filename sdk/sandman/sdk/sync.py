@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from sandman.wire.daemon import DaemonInfo, DirEntry, FileStat, ProcessInfo
-from sandman.wire.facade import ClassInfo, LeaseStatus
+from sandman.wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S, ClassInfo, LeaseStatus
 from sandman.wire.facade import Sandbox as SandboxView
 
 from .client import AsyncSandman
@@ -319,8 +319,8 @@ class Sandman(_Bound):
         self,
         image: str,
         *,
-        sandbox_class: str = "tiny",
-        ttl_s: int = 3600,
+        sandbox_class: str = DEFAULT_CLASS,
+        ttl_s: int = DEFAULT_TTL_S,
         idle_timeout_s: int | None = None,
         env: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
@@ -347,8 +347,8 @@ class Sandman(_Bound):
         n: int,
         image: str,
         *,
-        sandbox_class: str = "tiny",
-        ttl_s: int = 3600,
+        sandbox_class: str = DEFAULT_CLASS,
+        ttl_s: int = DEFAULT_TTL_S,
         idle_timeout_s: int | None = None,
         env: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
