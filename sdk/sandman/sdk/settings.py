@@ -56,8 +56,14 @@ class RetryPolicy:
     #: A ``Retry-After`` above this is an answer, not a delay: give up and raise.
     max_retry_after_s: float = 60.0
 
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError("RetryPolicy.attempts must be >= 1 (1 = no retry)")
+        self.backoff  # noqa: B018 - validates the backoff values now, not at the first retry
+
     @property
     def backoff(self) -> Backoff:
+        """The delays (:class:`Backoff`, equal jitter) from this policy's values."""
         return Backoff(
             initial_s=self.initial_s,
             multiplier=self.multiplier,
