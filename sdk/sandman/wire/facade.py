@@ -48,11 +48,11 @@ Seconds = Annotated[int, msgspec.Meta(ge=1, le=7 * 24 * 3600)]
 OwnerName = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
 
 
+# The create spec, one type for both sides: the SDK builds it, the facade decodes it and
+# renders the pod from its fields, every value passed on. (A comment, not the docstring:
+# the docstring is the OpenAPI document's description of the request.)
 class CreateSandbox(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """One sandbox: an unmodified task image plus Sandman's daemon.
-
-    The create spec, one type for both sides: the SDK builds it, the facade decodes it and
-    renders the pod from its fields (every value passed on explicitly)."""
+    """One sandbox: an unmodified task image plus Sandman's daemon."""
 
     image: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
     owner: OwnerName
