@@ -38,6 +38,7 @@ from controller.view import ClusterView
 from kube import EVENTS, Conflict, KubeClient, KubeError, NotFound
 from kube.cache import Obj
 from kube.informer import Handlers
+from sandman.wire.backoff import Backoff
 from scheduler import Assignment, Scheduler, Unschedulable
 
 __all__ = ["Binder", "BinderSettings"]
@@ -55,7 +56,8 @@ class BinderSettings:
     bind_workers: int = 128
     #: Re-plan parked unschedulable pods at most this often (when capacity may have appeared).
     retry_unschedulable_s: float = 1.0
-    #: Backoff of a pod whose bind failed for another reason.
+    #: Backoff of a pod whose bind failed for another reason: after n failures up to
+    #: ``retry_base_s * 2**(n-1)``, capped, equal jitter (a pod never comes back at once).
     retry_base_s: float = 0.5
     retry_cap_s: float = 30.0
     #: How often reservations past the scheduler's ``assume_ttl_s`` are released.
@@ -63,6 +65,19 @@ class BinderSettings:
     #: Who is named as the source of Events.
     component: str = "sandman-controller"
     record_events: bool = True
+
+    def __post_init__(self) -> None:
+        self.retry_backoff  # noqa: B018 - validates the backoff values now, not at a failure
+
+    @property
+    def retry_backoff(self) -> Backoff:
+        """The per-pod retry delays (the one helper every Sandman retry loop uses)."""
+        return Backoff(
+            initial_s=self.retry_base_s,
+            cap_s=self.retry_cap_s,
+            jitter="equal",
+            max_retry_after_s=self.retry_cap_s,
+        )
 
 
 class Binder:
@@ -92,6 +107,7 @@ class Binder:
         self._parked: set[str] = set()
         self._reported: set[str] = set()  # uids with a FailedScheduling Event
         self._failures: dict[str, int] = {}
+        self._rng = random.Random()
         self._retry_handles: set[asyncio.TimerHandle] = set()
         self._wakeup = asyncio.Event()
         self._capacity_hint = asyncio.Event()
@@ -256,8 +272,7 @@ class Binder:
     def _retry_later(self, uid: str, error: KubeError) -> None:
         n = self._failures.get(uid, 0) + 1
         self._failures[uid] = n
-        s = self.settings
-        delay = min(s.retry_cap_s, s.retry_base_s * 2 ** (n - 1)) * (0.5 + random.random() / 2)
+        delay = self.settings.retry_backoff.delay(n, error.retry_after, self._rng)
         log.warning("bind of %s failed (%s); retry %d in %.1fs", uid, error, n, delay)
         loop = asyncio.get_running_loop()
         handle: asyncio.TimerHandle | None = None

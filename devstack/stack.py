@@ -32,6 +32,7 @@ from devstack.ports import free_listen_port
 from kube import ClientSettings, KubeClient
 from kube.errors import AlreadyExists
 from kube.resources import Resource
+from sandman.wire.facade import DEFAULT_CLASS
 
 __all__ = ["Stack", "StackError", "StackSettings"]
 
@@ -205,7 +206,7 @@ class Stack:
             "secret_file": str(secret),
             "delivery": {"mode": "local-process", "python": [s.python]},
             "classes": [
-                {"name": "tiny", "cpu": "250m", "memory": "512Mi"},
+                {"name": DEFAULT_CLASS, "cpu": "250m", "memory": "512Mi"},  # what creates get
                 *s.extra_classes,
             ],
             "tenants": [

@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from sandman.wire.facade import DEFAULT_CLASS
+
 from .podspec import DaemonDelivery, SandboxClass
 from .tenancy import TenancyError, TenantDirectory
 from .tokens import MIN_SECRET_BYTES, TokenMinter
@@ -62,7 +64,7 @@ def load_config(path: str | Path, clock: Callable[[], float] = time.monotonic) -
     return FacadeConfig(
         minter=_minter(document, Path(path).parent),
         delivery=_delivery(document.get("delivery") or {}),
-        classes=_classes(document.get("classes") or [{"name": "tiny"}]),
+        classes=_classes(document.get("classes") or [{"name": DEFAULT_CLASS}]),
         tenants=tenants,
     )
 

@@ -32,6 +32,7 @@ from kube.contract import (
     LABEL_TENANT,
     SCHEDULER_NAME,
 )
+from sandman.wire.facade import DEFAULT_TTL_S
 
 __all__ = [
     "ANNOTATION_EXPIRES_AT",
@@ -106,9 +107,13 @@ class DaemonDelivery:
 
 @dataclass(frozen=True, slots=True)
 class SandboxRequest:
+    """What the pod is rendered from: the facade fills every field from the decoded
+    ``CreateSandbox``; the default TTL is the wire model's (for direct callers: benchmarks,
+    tests)."""
+
     image: str
     owner: str
-    ttl_s: int = 3600
+    ttl_s: int = DEFAULT_TTL_S
     idle_timeout_s: int | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)

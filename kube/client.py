@@ -9,9 +9,10 @@ request over one aiohttp session built from them, adding what kr8s lacks:
 
 - explicit timeouts and a connection limit (:class:`ClientSettings`);
 - a client-side token bucket shared by all requests (:class:`TokenBucket`);
-- retries with full-jitter exponential backoff: 429 always (the server did not run the
-  request) honouring Retry-After, connection failures before sending always, 5xx and
-  timeouts only when the caller says the request is safe to repeat;
+- retries with full-jitter exponential backoff (:mod:`sandman.wire.backoff`, the helper every
+  Sandman retry loop shares): 429 always (the server did not run the request) and never
+  sooner than its Retry-After, connection failures before sending always, 5xx and timeouts
+  only when the caller says the request is safe to repeat;
 - one error hierarchy (:mod:`kube.errors`) and msgspec JSON decoding;
 - a watch stream with an idle timeout (see :meth:`KubeClient.watch`).
 """
@@ -110,6 +111,7 @@ class KubeClient:
             total=settings.timeouts.request, sock_connect=settings.timeouts.connect
         )
         self._decoder = msgspec.json.Decoder()
+        self._rng = random.Random()
         self._event_decoder = msgspec.json.Decoder(WatchEvent)
         self._owns_session = True
         # Binds go over a transport of their own (lean.py): a tenth of aiohttp's CPU each.
@@ -294,11 +296,9 @@ class KubeClient:
         return safe and e.retryable
 
     def _delay(self, e: KubeError, attempt: int) -> float:
-        s = self.settings
-        if isinstance(e, TooManyRequests) and e.retry_after:
-            # Spread the herd a little past the server's hint rather than all at once.
-            return min(e.retry_after, s.max_retry_after) * (1 + 0.2 * random.random())
-        return random.uniform(0, min(s.backoff_cap, s.backoff_base * 2**attempt))
+        """Full-jitter backoff; a 429's Retry-After (capped at ``max_retry_after``) is the
+        floor, spread up to 20% past it so the throttled herd does not return at once."""
+        return self.settings.backoff.delay(attempt, e.retry_after, self._rng)
 
     async def _reauthenticate(self) -> dict[str, str]:
         try:

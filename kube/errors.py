@@ -40,6 +40,8 @@ class KubeError(Exception):
 
     code = 0
     retryable = False  # worth repeating when the request is safe to repeat
+    #: Seconds the server asked us to wait (429's Retry-After); None: no hint.
+    retry_after: float | None = None
 
     def __init__(
         self,

@@ -14,7 +14,8 @@ httpx + json. This one follows client-go's reflector:
    dead (a silently dropped connection) and resumed.
 5. **410 Gone** (history compacted, or the server says so): relist, then watch again.
 
-Errors back off exponentially with jitter; a stuck API server never turns into a hot loop.
+Errors back off exponentially with full jitter, never sooner than a 429's Retry-After
+(:mod:`sandman.wire.backoff`); a stuck API server never turns into a hot loop.
 Handlers are plain functions called inline on the event loop: keep them short (enqueue work,
 update a model) and never block.
 """
@@ -30,6 +31,7 @@ from typing import Protocol
 
 from kube import Gone, KubeClient, KubeError, Resource
 from kube.cache import Cache, IndexFunc, Obj, object_key
+from sandman.wire.backoff import Backoff
 
 __all__ = ["EventHandler", "Handlers", "Informer", "InformerSettings", "InformerStats"]
 
@@ -69,8 +71,24 @@ class InformerSettings:
     watch_timeout_s: int = 300
     #: Items per list page (0 = no pagination).
     page_size: int = 500
-    backoff_base_s: float = 0.2
+    #: After n consecutive failed lists (or watches) wait up to ``backoff_base_s * 2**(n-1)``,
+    #: capped at ``backoff_cap_s``, full jitter; a 429's Retry-After is the floor.
+    backoff_base_s: float = 0.4
     backoff_cap_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        self.backoff  # noqa: B018 - validates the backoff values now, not at the first failure
+
+    @property
+    def backoff(self) -> Backoff:
+        """The relist and rewatch delays (the one helper every Sandman retry loop uses).
+        A Retry-After longer than ``backoff_cap_s`` is clamped to it."""
+        return Backoff(
+            initial_s=self.backoff_base_s,
+            cap_s=self.backoff_cap_s,
+            jitter="full",
+            max_retry_after_s=self.backoff_cap_s,
+        )
 
 
 @dataclass
@@ -124,6 +142,7 @@ class Informer:
         self._on_add: list[Callable[[Obj], None]] = []
         self._on_update: list[Callable[[Obj, Obj], None]] = []
         self._on_delete: list[Callable[[Obj], None]] = []
+        self._rng = random.Random()
 
     def add_handler(self, handler: EventHandler) -> None:
         """Register ``handler``; it is first told about every object already cached."""
@@ -163,7 +182,7 @@ class Informer:
                 self.stats.errors += 1
                 failures += 1
                 log.warning("%s: list failed (%s), retrying", self.name, e)
-                await asyncio.sleep(self._backoff(failures))
+                await asyncio.sleep(self._backoff(failures, e))
 
     # --- list ---------------------------------------------------------------------------
     async def _list(self) -> None:
@@ -225,7 +244,7 @@ class Informer:
                 log.info(
                     "%s: watch broke (%s), resuming at %s", self.name, e, self.resource_version
                 )
-                await asyncio.sleep(self._backoff(failures))
+                await asyncio.sleep(self._backoff(failures, e))
 
     async def _watch_once(self) -> None:
         sel = self.selection
@@ -281,9 +300,8 @@ class Informer:
             except Exception:
                 log.exception("%s: event handler %r failed", self.name, delete)
 
-    def _backoff(self, failures: int) -> float:
-        s = self.settings
-        return random.uniform(0, min(s.backoff_cap_s, s.backoff_base_s * 2**failures))
+    def _backoff(self, failures: int, error: KubeError) -> float:
+        return self.settings.backoff.delay(failures, error.retry_after, self._rng)
 
 
 def _rv(obj: Obj) -> str:

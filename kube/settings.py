@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sandman.wire.backoff import Backoff
+
 __all__ = ["ClientSettings", "Timeouts"]
 
 
@@ -37,10 +39,11 @@ class ClientSettings:
     burst: int = 400
     #: Attempts of a request that is safe to repeat (1 = no retry).
     max_attempts: int = 5
-    #: Exponential backoff between attempts: base * 2**n, capped, with full jitter.
-    backoff_base: float = 0.05
+    #: Exponential backoff between attempts, full jitter: retry n waits up to
+    #: ``backoff_base * 2**(n-1)``, capped at ``backoff_cap`` (:class:`Backoff`).
+    backoff_base: float = 0.1
     backoff_cap: float = 5.0
-    #: Longest Retry-After honoured; a larger value is capped to it.
+    #: Longest Retry-After honoured; a larger value is capped to it (and still waited).
     max_retry_after: float = 30.0
     user_agent: str = "sandman-controller/0.1"
 
@@ -51,3 +54,14 @@ class ClientSettings:
             raise ValueError("qps and burst must be >= 0")
         if self.qps > 0 and self.burst < 1:
             raise ValueError("burst must be >= 1 when qps is set")
+        self.backoff  # noqa: B018 - validates the backoff values now, not at the first retry
+
+    @property
+    def backoff(self) -> Backoff:
+        """The delays between attempts (the one helper every Sandman retry loop uses)."""
+        return Backoff(
+            initial_s=self.backoff_base,
+            cap_s=self.backoff_cap,
+            jitter="full",
+            max_retry_after_s=self.max_retry_after,
+        )

@@ -34,6 +34,7 @@ from locust.env import Environment
 from locust.exception import StopUser
 
 from load.shapes import make_shape
+from sandman.wire.facade import DEFAULT_CLASS
 
 __all__ = ["RolloutUser", "SandmanShape", "TrainerStepUser"]
 
@@ -52,7 +53,7 @@ def _options(parser: Any) -> None:
     g = parser.add_argument_group("Sandman")
     g.add_argument("--sandman-token", env_var="SANDMAN_TOKEN", default="", help="tenant token")
     g.add_argument("--image", default="registry.bench/task:1", help="sandbox image")
-    g.add_argument("--sandbox-class", default="tiny")
+    g.add_argument("--sandbox-class", default=DEFAULT_CLASS)
     g.add_argument("--tool-calls", type=int, default=5, help="tool calls per rollout")
     g.add_argument("--think-time", type=float, default=1.0, help="mean seconds between calls")
     g.add_argument("--batch", type=int, default=20, help="sandboxes per TrainerStepUser step")

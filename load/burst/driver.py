@@ -30,6 +30,7 @@ import aiohttp
 from facade.podspec import DaemonDelivery, SandboxClass, SandboxRequest, render_pod
 from kube import PODS, KubeClient, KubeError
 from kube.contract import LABEL_OWNER
+from sandman.wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S
 
 __all__ = ["DirectDriver", "Driver", "FacadeDriver", "FireStats", "schedule"]
 
@@ -107,7 +108,12 @@ class FacadeDriver:
         return self._session
 
     def _spec(self) -> dict[str, Any]:
-        return {"image": self.image, "class": "tiny", "owner": self.owner, "ttl_s": 3600}
+        return {
+            "image": self.image,
+            "class": DEFAULT_CLASS,
+            "owner": self.owner,
+            "ttl_s": DEFAULT_TTL_S,
+        }
 
     async def fire(self, n: int, window_s: float, now: Callable[[], float], stamp: Stamp) -> None:
         async def send(k: int, size: int) -> None:
@@ -188,7 +194,7 @@ class DirectDriver:
         name = f"{self.owner}-{i:05d}"
         pod = render_pod(
             SandboxRequest(image=self.image, owner=self.owner),
-            SandboxClass("tiny"),
+            SandboxClass(DEFAULT_CLASS),
             DaemonDelivery("local-process", python=(sys.executable,)),
             name=name,
             namespace=self.namespace,

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 
 from .sdk import AsyncSandman, SandmanError
+from .wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S
 
 __all__ = ["main"]
 
@@ -126,8 +127,12 @@ def _add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument("--owner", help="run id (default: $SANDMAN_OWNER or cli-USER)")
     create.add_argument("--label", action="append", metavar="K=V")
     create.add_argument("--env", action="append", metavar="K=V")
-    create.add_argument("--ttl", type=int, default=3600, help="seconds (default 3600)")
-    create.add_argument("--class", dest="sandbox_class", default="tiny")
+    create.add_argument(
+        "--ttl", type=int, default=DEFAULT_TTL_S, help="seconds (default %(default)s)"
+    )
+    create.add_argument(
+        "--class", dest="sandbox_class", default=DEFAULT_CLASS, help="(default %(default)s)"
+    )
     create.add_argument("--no-wait", action="store_true", help="do not wait until ready")
     create.add_argument("--timeout", type=float, default=None, help="seconds to wait for ready")
 

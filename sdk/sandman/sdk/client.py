@@ -25,6 +25,8 @@ from types import TracebackType
 import anyio
 
 from sandman.wire.facade import (
+    DEFAULT_CLASS,
+    DEFAULT_TTL_S,
     MAX_BATCH,
     BatchResult,
     ClassInfo,
@@ -140,8 +142,8 @@ class AsyncSandman:
         self,
         image: str,
         *,
-        sandbox_class: str = "tiny",
-        ttl_s: int = 3600,
+        sandbox_class: str = DEFAULT_CLASS,
+        ttl_s: int = DEFAULT_TTL_S,
         idle_timeout_s: int | None = None,
         env: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
@@ -179,8 +181,8 @@ class AsyncSandman:
         n: int,
         image: str,
         *,
-        sandbox_class: str = "tiny",
-        ttl_s: int = 3600,
+        sandbox_class: str = DEFAULT_CLASS,
+        ttl_s: int = DEFAULT_TTL_S,
         idle_timeout_s: int | None = None,
         env: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
@@ -211,8 +213,9 @@ class AsyncSandman:
 
     async def _batch(self, spec: CreateSandbox, count: int, key: str) -> list[SandboxView]:
         body = CreateBatch(spec=spec, count=count)
-        policy = self.transport.retry
-        for attempt in range(1, policy.attempts + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             result = await self.transport.request(
                 "POST",
                 "/v1/batches",
@@ -229,12 +232,12 @@ class AsyncSandman:
             retry_after = max((f.retry_after_s or 0.0 for f in result.failed), default=0.0)
             headers = {"Retry-After": str(retry_after)} if retry_after else None
             error = error_for(first.status, first.reason, first.message, headers)
-            if not error.retriable or attempt == policy.attempts:
+            delay = self.transport.retry_delay(attempt, error) if error.retriable else None
+            if delay is None:
                 raise error
-            log.info("%d of %d members not created (%s); retrying", len(result.failed),
-                     count, first.reason)  # fmt: skip
-            await asyncio.sleep(self.transport.backoff(attempt, error.retry_after))
-        raise AssertionError("unreachable")
+            log.info("%d of %d members not created (%s); retry %d in %.2f s",
+                     len(result.failed), count, first.reason, attempt, delay)  # fmt: skip
+            await asyncio.sleep(delay)
 
     # --- read -----------------------------------------------------------------------------
     async def get(self, sandbox_id: str) -> AsyncSandbox:

@@ -9,8 +9,9 @@ to the caller, who knows whether repeating it is safe.
 from __future__ import annotations
 
 import os
-import random
 from dataclasses import dataclass
+
+from sandman.wire.backoff import Backoff, RandomSource
 
 __all__ = ["Limits", "RetryPolicy", "Timeouts", "resolve_token", "resolve_url"]
 
@@ -43,9 +44,10 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Exponential backoff, each delay drawn between half and all of the step (so clients that
-    failed together do not retry together), and never shorter than the server's
-    ``Retry-After``."""
+    """Exponential backoff, each delay drawn between half and all of the step (equal jitter:
+    clients that failed together do not retry together, and none comes back at once), and
+    never shorter than the server's ``Retry-After``. The delays are computed by
+    :class:`sandman.wire.backoff.Backoff`, the one helper every Sandman retry loop uses."""
 
     attempts: int = 6
     initial_s: float = 0.2
@@ -54,11 +56,35 @@ class RetryPolicy:
     #: A ``Retry-After`` above this is an answer, not a delay: give up and raise.
     max_retry_after_s: float = 60.0
 
-    def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError("RetryPolicy.attempts must be >= 1 (1 = no retry)")
+        self.backoff  # noqa: B018 - validates the backoff values now, not at the first retry
+
+    @property
+    def backoff(self) -> Backoff:
+        """The delays (:class:`Backoff`, equal jitter) from this policy's values."""
+        return Backoff(
+            initial_s=self.initial_s,
+            multiplier=self.multiplier,
+            cap_s=self.max_backoff_s,
+            jitter="equal",
+            max_retry_after_s=self.max_retry_after_s,
+        )
+
+    def delay(self, attempt: int, retry_after: float | None, rng: RandomSource) -> float:
         """Seconds to sleep before retry number ``attempt`` (1-based)."""
-        ceiling = min(self.max_backoff_s, self.initial_s * self.multiplier ** (attempt - 1))
-        backoff = rng.uniform(ceiling / 2, ceiling)
-        return max(backoff, retry_after or 0.0)
+        return self.backoff.delay(attempt, retry_after, rng)
+
+    def retry_delay(
+        self, attempt: int, retry_after: float | None, rng: RandomSource
+    ) -> float | None:
+        """The sleep before retry ``attempt``, or None to give up: the attempts are spent,
+        or the server's ``Retry-After`` is longer than ``max_retry_after_s``."""
+        backoff = self.backoff
+        if attempt >= self.attempts or not backoff.honours(retry_after):
+            return None
+        return backoff.delay(attempt, retry_after, rng)
 
 
 def resolve_url(url: str | None) -> str:

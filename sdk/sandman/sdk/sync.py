@@ -6,6 +6,12 @@ blocking portal — an event loop in a background thread — and each method is 
 ``portal.call`` of its async twin. The lease keeps being renewed by that loop while the
 trainer's thread computes. Async iterators (``list``, ``exec_stream``) are driven one item per
 call, and closed when the caller stops iterating.
+
+Why spelled out and not generated: type checkers, IDEs and ``help()`` need real signatures.
+What keeps the twin honest is tests/sdk/test_sync_twin.py, which compares every method with
+its async twin (parameters, kinds, defaults, annotations, return types mapped to the
+blocking world), and ``@_twin_of``, which gives each method its twin's docstring — one text,
+written once, on the async method.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Any, TypeVar
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from sandman.wire.daemon import DaemonInfo, DirEntry, FileStat, ProcessInfo
-from sandman.wire.facade import ClassInfo, LeaseStatus
+from sandman.wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S, ClassInfo, LeaseStatus
 from sandman.wire.facade import Sandbox as SandboxView
 
 from .client import AsyncSandman
@@ -34,7 +40,19 @@ from .tools import AsyncFiles, AsyncProcesses, AsyncSession
 __all__ = ["Files", "Processes", "Sandbox", "Sandman", "Session"]
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 _DONE = object()
+
+
+def _twin_of(async_method: Callable[..., Any]) -> Callable[[F], F]:
+    """Give the decorated blocking method its async twin's docstring (its own signature is
+    left alone, for type checkers and ``help()``)."""
+
+    def adopt(method: F) -> F:
+        method.__doc__ = async_method.__doc__
+        return method
+
+    return adopt
 
 
 class _Bound:
@@ -70,17 +88,26 @@ class Session(_Bound):
         self._async = session
         self.name = session.name
 
+    @_twin_of(AsyncSession.run)
     def run(self, command: str, *, timeout_s: float = 60.0) -> SessionResult:
         return self._call(self._async.run, command, timeout_s=timeout_s)
 
+    @_twin_of(AsyncSession.close)
     def close(self) -> None:
         self._call(self._async.close)
 
+    @_twin_of(AsyncSession.__aenter__)
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._call(self._async.__aexit__, None, None, None)
+    @_twin_of(AsyncSession.__aexit__)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._call(self._async.__aexit__, exc_type, exc, tb)
 
 
 class Files(_Bound):
@@ -88,33 +115,43 @@ class Files(_Bound):
         super().__init__(portal)
         self._async = files
 
+    @_twin_of(AsyncFiles.read)
     def read(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
         return self._call(self._async.read, path, offset=offset, length=length)
 
+    @_twin_of(AsyncFiles.read_text)
     def read_text(self, path: str) -> str:
         return self._call(self._async.read_text, path)
 
+    @_twin_of(AsyncFiles.write)
     def write(self, path: str, data: bytes | str, *, mode: int | None = None) -> FileStat:
         return self._call(self._async.write, path, data, mode=mode)
 
+    @_twin_of(AsyncFiles.stat)
     def stat(self, path: str) -> FileStat:
         return self._call(self._async.stat, path)
 
+    @_twin_of(AsyncFiles.exists)
     def exists(self, path: str) -> bool:
         return self._call(self._async.exists, path)
 
+    @_twin_of(AsyncFiles.list)
     def list(self, path: str = ".") -> builtins.list[DirEntry]:
         return self._call(self._async.list, path)
 
+    @_twin_of(AsyncFiles.remove)
     def remove(self, path: str, *, recursive: bool = False) -> None:
         self._call(self._async.remove, path, recursive=recursive)
 
+    @_twin_of(AsyncFiles.move)
     def move(self, source: str, destination: str, *, overwrite: bool = False) -> FileStat:
         return self._call(self._async.move, source, destination, overwrite=overwrite)
 
+    @_twin_of(AsyncFiles.upload_dir)
     def upload_dir(self, local: str | Path, remote: str) -> builtins.list[DirEntry]:
         return self._call(self._async.upload_dir, local, remote)
 
+    @_twin_of(AsyncFiles.download_dir)
     def download_dir(self, remote: str, local: str | Path) -> Path:
         return self._call(self._async.download_dir, remote, local)
 
@@ -124,6 +161,7 @@ class Processes(_Bound):
         super().__init__(portal)
         self._async = processes
 
+    @_twin_of(AsyncProcesses.start)
     def start(
         self,
         command: str | Sequence[str],
@@ -134,21 +172,27 @@ class Processes(_Bound):
     ) -> ProcessInfo:
         return self._call(self._async.start, command, cwd=cwd, env=env, name=name)
 
+    @_twin_of(AsyncProcesses.list)
     def list(self) -> builtins.list[ProcessInfo]:
         return self._call(self._async.list)
 
+    @_twin_of(AsyncProcesses.get)
     def get(self, process_id: str) -> ProcessInfo:
         return self._call(self._async.get, process_id)
 
+    @_twin_of(AsyncProcesses.logs)
     def logs(self, process_id: str, *, tail_bytes: int | None = None) -> ProcessLogs:
         return self._call(self._async.logs, process_id, tail_bytes=tail_bytes)
 
+    @_twin_of(AsyncProcesses.signal)
     def signal(self, process_id: str, signal: str = "SIGTERM") -> ProcessInfo:
         return self._call(self._async.signal, process_id, signal)
 
+    @_twin_of(AsyncProcesses.wait)
     def wait(self, process_id: str, *, timeout_s: float = 60.0) -> ProcessInfo:
         return self._call(self._async.wait, process_id, timeout_s=timeout_s)
 
+    @_twin_of(AsyncProcesses.remove)
     def remove(self, process_id: str) -> ProcessInfo:
         return self._call(self._async.remove, process_id)
 
@@ -181,23 +225,38 @@ class Sandbox(_Bound):
     def view(self) -> SandboxView:
         return self.async_sandbox.view
 
+    @_twin_of(AsyncSandbox.refresh)
     def refresh(self) -> Sandbox:
         self._call(self.async_sandbox.refresh)
         return self
 
+    @_twin_of(AsyncSandbox.wait_ready)
     def wait_ready(self, timeout_s: float | None = None) -> Sandbox:
         self._call(self.async_sandbox.wait_ready, timeout_s)
         return self
 
+    @_twin_of(AsyncSandbox.release)
     def release(self) -> None:
         self._call(self.async_sandbox.release)
 
+    @_twin_of(AsyncSandbox.release_quietly)
+    def release_quietly(self) -> None:
+        self._call(self.async_sandbox.release_quietly)
+
+    @_twin_of(AsyncSandbox.__aenter__)
     def __enter__(self) -> Sandbox:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._call(self.async_sandbox.release_quietly)
+    @_twin_of(AsyncSandbox.__aexit__)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._call(self.async_sandbox.__aexit__, exc_type, exc, tb)
 
+    @_twin_of(AsyncSandbox.exec)
     def exec(
         self,
         command: str | Sequence[str],
@@ -218,6 +277,7 @@ class Sandbox(_Bound):
             max_output_bytes=max_output_bytes,
         )
 
+    @_twin_of(AsyncSandbox.exec_stream)
     def exec_stream(
         self,
         command: str | Sequence[str],
@@ -232,6 +292,7 @@ class Sandbox(_Bound):
         )
         return self._iterate(stream)
 
+    @_twin_of(AsyncSandbox.session)
     def session(
         self,
         name: str = "main",
@@ -243,6 +304,7 @@ class Sandbox(_Bound):
         session = self._call(self.async_sandbox.session, name, cwd=cwd, env=env, shell=shell)
         return Session(self._portal, session)
 
+    @_twin_of(AsyncSandbox.info)
     def info(self) -> DaemonInfo:
         return self._call(self.async_sandbox.info)
 
@@ -254,6 +316,7 @@ class Sandman(_Bound):
     run's sandboxes on exit; ``close()`` does the same without a ``with`` block.
     """
 
+    @_twin_of(AsyncSandman.__init__)
     def __init__(
         self,
         url: str | None = None,
@@ -283,6 +346,7 @@ class Sandman(_Bound):
     def owner(self) -> str:
         return self.async_client.owner
 
+    @_twin_of(AsyncSandman.__aenter__)
     def __enter__(self) -> Sandman:
         try:
             self._call(self.async_client.__aenter__)
@@ -291,6 +355,7 @@ class Sandman(_Bound):
             raise
         return self
 
+    @_twin_of(AsyncSandman.__aexit__)
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
@@ -299,6 +364,7 @@ class Sandman(_Bound):
     ) -> None:
         self.close()
 
+    @_twin_of(AsyncSandman.aclose)
     def close(self) -> None:
         if self._portal_cm is None:
             return
@@ -315,12 +381,13 @@ class Sandman(_Bound):
     def _wrap(self, sandbox: AsyncSandbox) -> Sandbox:
         return Sandbox(self._portal, sandbox)
 
+    @_twin_of(AsyncSandman.create)
     def create(
         self,
         image: str,
         *,
-        sandbox_class: str = "tiny",
-        ttl_s: int = 3600,
+        sandbox_class: str = DEFAULT_CLASS,
+        ttl_s: int = DEFAULT_TTL_S,
         idle_timeout_s: int | None = None,
         env: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
@@ -342,13 +409,14 @@ class Sandman(_Bound):
         )
         return self._wrap(created)
 
+    @_twin_of(AsyncSandman.create_many)
     def create_many(
         self,
         n: int,
         image: str,
         *,
-        sandbox_class: str = "tiny",
-        ttl_s: int = 3600,
+        sandbox_class: str = DEFAULT_CLASS,
+        ttl_s: int = DEFAULT_TTL_S,
         idle_timeout_s: int | None = None,
         env: dict[str, str] | None = None,
         labels: dict[str, str] | None = None,
@@ -371,9 +439,11 @@ class Sandman(_Bound):
         )
         return [self._wrap(s) for s in created]
 
+    @_twin_of(AsyncSandman.get)
     def get(self, sandbox_id: str) -> Sandbox:
         return self._wrap(self._call(self.async_client.get, sandbox_id))
 
+    @_twin_of(AsyncSandman.list)
     def list(
         self,
         *,
@@ -388,11 +458,22 @@ class Sandman(_Bound):
         )
         return (self._wrap(s) for s in self._iterate(pages))
 
+    @_twin_of(AsyncSandman.classes)
     def classes(self) -> builtins.list[ClassInfo]:
         return self._call(self.async_client.classes)
 
+    @_twin_of(AsyncSandman.release_owner)
     def release_owner(self, owner: str | None = None) -> int:
         return self._call(self.async_client.release_owner, owner)
 
+    @_twin_of(AsyncSandman.renew_lease)
     def renew_lease(self, duration_s: int | None = None) -> LeaseStatus:
         return self._call(self.async_client.renew_lease, duration_s)
+
+    @_twin_of(AsyncSandman.start_lease)
+    def start_lease(self) -> None:
+        self._call(self.async_client.start_lease)
+
+    @_twin_of(AsyncSandman.stop_lease)
+    def stop_lease(self) -> None:
+        self._call(self.async_client.stop_lease)

@@ -23,7 +23,7 @@ import msgspec
 
 from sandman.sdk.daemon_client import parse_error
 
-from .errors import ConnectionFailed, RetriableError, ServerError, error_for
+from .errors import ConnectionFailed, RetriableError, SandmanError, ServerError, error_for
 from .settings import Limits, RetryPolicy, Timeouts
 
 __all__ = ["Transport"]
@@ -94,19 +94,18 @@ class Transport:
             try:
                 return await self._once(method, path, result, body, params, headers, timeout_s)
             except RetriableError as e:
-                if not self._should_retry(e, idempotent, attempt):
+                delay = self.retry_delay(attempt, e) if idempotent else None
+                if delay is None:
                     raise
-                delay = self.backoff(attempt, e.retry_after)
                 log.info("%s %s: %s; retry %d in %.2f s", method, path, e, attempt, delay)
                 await asyncio.sleep(delay)
 
-    def backoff(self, attempt: int, retry_after: float | None) -> float:
-        return self.retry.delay(attempt, retry_after, self._rng)
+    def retry_delay(self, attempt: int, error: SandmanError) -> float | None:
+        """Seconds before retrying after failed attempt ``attempt``; None: give up.
 
-    def _should_retry(self, e: RetriableError, idempotent: bool, attempt: int) -> bool:
-        if not idempotent or attempt >= self.retry.attempts:
-            return False
-        return (e.retry_after or 0.0) <= self.retry.max_retry_after_s
+        The one decision for every SDK retry loop (requests here, batch members in
+        ``AsyncSandman.create_many``): :meth:`RetryPolicy.retry_delay`."""
+        return self.retry.retry_delay(attempt, error.retry_after, self._rng)
 
     async def _once(
         self,

@@ -9,11 +9,13 @@ share one definition of the contract.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 
 __all__ = [
+    "DEFAULT_CLASS",
+    "DEFAULT_TTL_S",
     "MAX_BATCH",
     "BatchFailure",
     "BatchResult",
@@ -30,6 +32,12 @@ __all__ = [
 ]
 
 MAX_BATCH = 5000
+#: What a create gets when it names no class / no TTL: the one definition of both defaults.
+#: ``CreateSandbox`` declares them; the SDK's ``create``/``create_many`` signatures, the
+#: ``sandman create`` options, the facade's pod request and its fallback class list use
+#: these names, never the values (tests/test_create_spec.py holds each side to it).
+DEFAULT_CLASS: Final = "tiny"
+DEFAULT_TTL_S: Final = 3600
 
 SandboxState = Literal["pending", "starting", "ready", "failed", "terminated", "releasing"]
 """``pending``: not on a node yet; ``starting``: bound, daemon not ready; ``ready``: tool calls
@@ -40,13 +48,16 @@ Seconds = Annotated[int, msgspec.Meta(ge=1, le=7 * 24 * 3600)]
 OwnerName = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
 
 
+# The create spec, one type for both sides: the SDK builds it, the facade decodes it and
+# renders the pod from its fields, every value passed on. (A comment, not the docstring:
+# the docstring is the OpenAPI document's description of the request.)
 class CreateSandbox(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """One sandbox: an unmodified task image plus Sandman's daemon."""
 
     image: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
     owner: OwnerName
-    sandbox_class: str = msgspec.field(default="tiny", name="class")
-    ttl_s: Seconds = 3600
+    sandbox_class: str = msgspec.field(default=DEFAULT_CLASS, name="class")
+    ttl_s: Seconds = DEFAULT_TTL_S
     idle_timeout_s: Seconds | None = None
     env: dict[str, str] = msgspec.field(default_factory=dict)
     labels: dict[str, str] = msgspec.field(default_factory=dict)
