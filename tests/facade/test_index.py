@@ -13,7 +13,7 @@ import pytest
 from facade.index import IndexSettings, SandboxIndex, pod_indexers
 from kube.cache import Cache, Obj, object_key
 from kube.informer import EventHandler
-from tests.facade.test_state import pod
+from tests.support.pods import sandbox_pod as pod
 
 
 class FeedInformer:
