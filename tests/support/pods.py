@@ -1,5 +1,7 @@
 """Builders of Kubernetes Pod and Node JSON (plain dicts, as the API serves them).
 
+- :func:`pod`: a pod to create through the API (a name, labels, the sandbox scheduler), as
+  the controller and client-layer tests send it;
 - :func:`sandbox_pod`: a sandbox pod as the facade reads it back (labels, annotations and a
   status row by row of facade/state.py's table);
 - :func:`node_json`, :func:`pod_json`: nodes and pods as the placement engine's cluster model
@@ -10,9 +12,27 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Json", "node_json", "pod_json", "sandbox_pod"]
+__all__ = ["Json", "node_json", "pod", "pod_json", "sandbox_pod"]
 
 Json = dict[str, Any]
+
+
+def pod(name: str, *, scheduler: str = "sandman", **labels: str) -> Json:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [
+                {
+                    "name": "task",
+                    "image": "registry.local/task:1",
+                    "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}},
+                }
+            ],
+        },
+    }
 
 
 def sandbox_pod(
