@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import time
@@ -13,7 +12,8 @@ import psutil
 import pytest
 
 from sandman.sdk.daemon_client import SandboxClient
-from tests.daemon.conftest import DaemonProcess, eventually, start_daemon
+from tests.support.daemon import DaemonProcess, start_daemon
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -27,7 +27,7 @@ async def test_idle_timeout_exits_cleanly_but_not_mid_command(
     result = await client.exec(argv=["sleep", "1.6"])  # longer than the idle timeout
     assert result.exit_code == 0
     assert daemon.proc.poll() is None
-    assert await eventually(lambda: daemon.proc.poll() is not None, within_s=5)
+    await wait_until_async(lambda: daemon.proc.poll() is not None, timeout_s=5)
     assert daemon.proc.returncode == 0
 
 
@@ -56,9 +56,8 @@ async def test_orphans_are_reaped(daemon: DaemonProcess, client: SandboxClient) 
     def no_zombies() -> bool:
         return all(c.status() != psutil.STATUS_ZOMBIE for c in me.children())
 
-    await asyncio.sleep(0.5)
-    assert await eventually(no_zombies)
-    assert (await client.info()).orphans_reaped >= 1
+    await wait_until_async(lambda: reaped(client, 1))  # the orphaned sleep exited
+    await wait_until_async(no_zombies)
 
 
 async def test_as_pid_1_in_its_own_pid_namespace(tmp_path: Path) -> None:
@@ -69,8 +68,7 @@ async def test_as_pid_1_in_its_own_pid_namespace(tmp_path: Path) -> None:
             assert info.is_pid1 and info.pid == 1
             for _ in range(3):
                 await client.exec(command="sh -c 'sleep 0.1 &' ; exit 0")
-            await asyncio.sleep(0.4)
-            assert (await client.info()).orphans_reaped >= 3
+            await wait_until_async(lambda: reaped(client, 3))  # the orphaned sleeps exited
             zombies = await client.exec(command="ps -eo stat= | grep -c '^Z' || true")
             assert zombies.stdout.data.strip() == "0"
     finally:
@@ -79,6 +77,10 @@ async def test_as_pid_1_in_its_own_pid_namespace(tmp_path: Path) -> None:
             child.send_signal(signal.SIGTERM)
         assert daemon.proc.wait(10) == 0
         assert daemon.stop() == 0
+
+
+async def reaped(client: SandboxClient, n: int) -> bool:
+    return (await client.info()).orphans_reaped >= n
 
 
 @pytest.fixture
@@ -114,7 +116,7 @@ async def test_fork_bomb_is_contained_and_the_daemon_survives(
                 command="bomb() { bomb | bomb & }; bomb; sleep 5", timeout_s=2, kill_grace_s=0.5
             )
             assert bomb.timed_out
-            assert await eventually(
+            await wait_until_async(
                 lambda: len(pids_cgroup.joinpath("cgroup.procs").read_text().split()) <= 2
             )
             after = await client.exec(argv=["echo", "alive"])
