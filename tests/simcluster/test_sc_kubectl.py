@@ -8,7 +8,7 @@ import os
 import subprocess
 import time
 
-from conftest import Kubectl, admin_http, kubectl_path
+from tests.support.kubectl import Kubectl, admin_http, kubectl_path
 
 MANIFEST = """
 apiVersion: v1

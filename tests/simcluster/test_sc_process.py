@@ -6,17 +6,32 @@ from __future__ import annotations
 
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import httpx
-from conftest import Kubectl
 from kubernetes import client, config
 
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from simcluster.kubelet.kubelet import NodeSettings
 from simcluster.kubelet.process import ProcessRuntime
+from tests.support.kubectl import Kubectl
+from tests.support.wait import wait_until
+
+
+def _ready(v1: client.CoreV1Api, name: str, timeout_s: float = 20) -> client.V1Pod:
+    def ready() -> client.V1Pod:
+        pod = v1.read_namespaced_pod(name, "t")
+        conditions = {c.type: c.status for c in pod.status.conditions or []}
+        assert conditions.get("Ready") == "True", pod.status
+        return pod
+
+    return wait_until(ready, timeout_s=timeout_s, interval_s=0.1)
+
+
+def _bind(v1: client.CoreV1Api, name: str) -> None:
+    body = {"metadata": {"name": name}, "target": {"kind": "Node", "name": "node-0"}}
+    v1.create_namespaced_pod_binding(name, "t", body, _preload_content=False).release_conn()
 
 
 def web_pod(name: str) -> dict:
@@ -59,16 +74,8 @@ def test_process_pod_serves_on_its_pod_ip(tmp_path: Path) -> None:
         v1 = client.CoreV1Api(ac)
         v1.create_namespace({"metadata": {"name": "t"}})
         v1.create_namespaced_pod("t", web_pod("web"))
-        body = {"metadata": {"name": "web"}, "target": {"kind": "Node", "name": "node-0"}}
-        v1.create_namespaced_pod_binding("web", "t", body, _preload_content=False).release_conn()
-        deadline = time.monotonic() + 20
-        while True:
-            pod = v1.read_namespaced_pod("web", "t")
-            ready = {c.type: c.status for c in pod.status.conditions or []}.get("Ready")
-            if ready == "True":
-                break
-            assert time.monotonic() < deadline, f"pod never became Ready: {pod.status}"
-            time.sleep(0.1)
+        _bind(v1, "web")
+        pod = _ready(v1, "web")
         ip = pod.status.pod_ip
         assert ip.startswith(f"127.{cluster.cluster.network.first}.0.")  # its reserved network
         r = httpx.get(f"http://{ip}:8080/")
@@ -79,11 +86,8 @@ def test_process_pod_serves_on_its_pod_ip(tmp_path: Path) -> None:
         logs = Kubectl(cluster.kubeconfig).run("-n", "t", "logs", "web", "--tail=1").stdout
         assert logs.count("\n") == 1
         assert '"GET / HTTP/1.1" 200' in logs
-        t0 = time.monotonic()
         v1.delete_namespaced_pod("web", "t")
-        while v1.list_namespaced_pod("t").items:
-            assert time.monotonic() - t0 < 10
-            time.sleep(0.1)
+        wait_until(lambda: not v1.list_namespaced_pod("t").items, interval_s=0.1)
         try:
             httpx.get(f"http://{ip}:8080/", timeout=1)
             raise AssertionError("the pod's process still answers after deletion")
@@ -122,20 +126,11 @@ def _bundle_from_host_path(v1: client.CoreV1Api, tmp_path: Path) -> None:
         {"name": "scratch", "emptyDir": {}},
     ]
     v1.create_namespaced_pod("t", pod)
-    body = {"metadata": {"name": "bundled"}, "target": {"kind": "Node", "name": "node-0"}}
-    v1.create_namespaced_pod_binding("bundled", "t", body, _preload_content=False).release_conn()
-    deadline = time.monotonic() + 20
-    while True:
-        p = v1.read_namespaced_pod("bundled", "t")
-        if {c.type: c.status for c in p.status.conditions or []}.get("Ready") == "True":
-            break
-        assert time.monotonic() < deadline, p.status
-        time.sleep(0.1)
+    _bind(v1, "bundled")
+    p = _ready(v1, "bundled")
     assert httpx.get(f"http://{p.status.pod_ip}:8080/marker").text == p.status.pod_ip
     v1.delete_namespaced_pod("bundled", "t", grace_period_seconds=1)
-    while v1.list_namespaced_pod("t").items:
-        assert time.monotonic() < deadline + 10
-        time.sleep(0.1)
+    wait_until(lambda: not v1.list_namespaced_pod("t").items, interval_s=0.1)
     assert not list((tmp_path / "pods").iterdir())  # the emptyDir went with the pod
 
 
@@ -167,20 +162,20 @@ def test_restart_policy(tmp_path: Path) -> None:
             v1.create_namespaced_pod("t", _shell_pod(name, script, policy))
             body = {"metadata": {"name": name}, "target": {"kind": "Node", "name": "node-0"}}
             v1.create_namespaced_pod_binding(name, "t", body, _preload_content=False).release_conn()
-        deadline = time.monotonic() + 20
 
         def status(name: str) -> client.V1PodStatus:
             return v1.read_namespaced_pod(name, "t").status
 
-        while status("done").phase != "Succeeded" or status("crash").phase != "Failed":
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        def restarts(name: str) -> int:
+            return max((c.restart_count for c in status(name).container_statuses or []), default=0)
+
+        wait_until(
+            lambda: (status("done").phase, status("crash").phase) == ("Succeeded", "Failed"),
+            timeout_s=20,
+            interval_s=0.1,
+        )
         assert status("crash").container_statuses[0].state.terminated.exit_code == 3
-        while (
-            max((c.restart_count for c in status("loop").container_statuses or []), default=0) < 2
-        ):
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        wait_until(lambda: restarts("loop") >= 2, timeout_s=20, interval_s=0.1)
         loop = status("loop")
         assert loop.phase == "Running"
         assert loop.container_statuses[0].last_state.terminated.exit_code == 3
