@@ -57,6 +57,11 @@ class Kubectl:
     def json(self, *args: str) -> Any:
         return json.loads(self.run(*args, "-o", "json").stdout)
 
+    def popen(self, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
+        """kubectl running in the background (a watch, a create that will be retried)."""
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+        return subprocess.Popen([kubectl_path(), *args], text=True, env=env, **kwargs)
+
 
 def admin_http(kubeconfig: Path) -> httpx.Client:
     """An httpx client with the kubeconfig's server, CA and token (for /admin and /metrics)."""
