@@ -1,22 +1,40 @@
-"""Process runtime: the pod's command really runs (under bubblewrap where installed),
-listening on its own loopback pod IP; the readiness probe is a real HTTP GET; deleting the
-pod stops the process within the grace period."""
+"""Process runtime: the pod's command really runs, isolated by bubblewrap, listening on its
+own loopback pod IP; the readiness probe is a real HTTP GET; deleting the pod stops the
+process within the grace period. Without bubblewrap, pods without volumes still run (not
+isolated) and pods with volumes fail to start, as docs/simcluster.md says.
+
+Missing bubblewrap fails the tests that need it rather than skipping them: `make test`
+installs it, and a skipped isolation test would hide pods running unconfined.
+"""
 
 from __future__ import annotations
 
-import shutil
+import contextlib
+import os
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 from kubernetes import client, config
 
+from devstack.rootfs import RootfsError, find_bwrap
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from simcluster.kubelet.kubelet import NodeSettings
 from simcluster.kubelet.process import ProcessRuntime
 from tests.support.kubectl import Kubectl
 from tests.support.wait import wait_until
+
+
+@pytest.fixture
+def bwrap() -> str:
+    try:
+        return find_bwrap()
+    except RootfsError as exc:
+        pytest.fail(str(exc))
 
 
 def _ready(v1: client.CoreV1Api, name: str, timeout_s: float = 20) -> client.V1Pod:
@@ -59,7 +77,7 @@ def web_pod(name: str) -> dict:
     }
 
 
-def test_process_pod_serves_on_its_pod_ip(tmp_path: Path) -> None:
+def test_process_pod_serves_on_its_pod_ip(bwrap: str, tmp_path: Path) -> None:
     settings = ClusterSettings(
         nodes=1, runtime="process", node=NodeSettings(preloaded_images=("python:3.11",))
     )
@@ -70,7 +88,6 @@ def test_process_pod_serves_on_its_pod_ip(tmp_path: Path) -> None:
         assert cluster.cluster is not None
         runtime = cluster.cluster.runtime
         assert isinstance(runtime, ProcessRuntime)
-        assert runtime.sandboxed == (shutil.which("bwrap") is not None)
         v1 = client.CoreV1Api(ac)
         v1.create_namespace({"metadata": {"name": "t"}})
         v1.create_namespaced_pod("t", web_pod("web"))
@@ -93,8 +110,7 @@ def test_process_pod_serves_on_its_pod_ip(tmp_path: Path) -> None:
             raise AssertionError("the pod's process still answers after deletion")
         except httpx.ConnectError:
             pass
-        if runtime.sandboxed:
-            _bundle_from_host_path(v1, tmp_path)
+        _bundle_from_host_path(v1, tmp_path)
 
 
 BUNDLE = """
@@ -180,3 +196,106 @@ def test_restart_policy(tmp_path: Path) -> None:
         assert loop.phase == "Running"
         assert loop.container_statuses[0].last_state.terminated.exit_code == 3
         v1.delete_collection_namespaced_pod("t", grace_period_seconds=0)
+
+
+# What a pod's shell sees of its surroundings, one "key=value" line each. (In a pod's command
+# `$$` is an escaped `$`, as in Kubernetes: the shell gets `$$`, its own PID.)
+OBSERVE = """
+echo "hostname=$(cat /proc/sys/kernel/hostname)"
+echo "pid=$$$$"
+test -e "$HOST_TMP_FILE" && echo host_tmp=visible || echo host_tmp=hidden
+touch "$HOST_DIR/probe" 2>/dev/null && echo host_dir=writable || echo host_dir=read-only
+"""
+
+
+@contextlib.contextmanager
+def _host_paths() -> Iterator[tuple[Path, Path]]:
+    """A file in the host's /tmp and a host directory outside /tmp the test may write."""
+    with (
+        tempfile.NamedTemporaryFile(dir="/tmp", prefix="sandman-host-") as marker,
+        tempfile.TemporaryDirectory(dir="/var/tmp", prefix="sandman-host-") as directory,
+    ):
+        yield Path(marker.name), Path(directory)
+
+
+def _observe(v1: client.CoreV1Api, name: str, marker: Path, directory: Path) -> dict[str, str]:
+    env = [
+        {"name": "HOST_TMP_FILE", "value": str(marker)},
+        {"name": "HOST_DIR", "value": str(directory)},
+    ]
+    pod = _shell_pod(name, OBSERVE, "Never")
+    pod["spec"]["containers"][0]["env"] = env
+    v1.create_namespaced_pod("t", pod)
+    _bind(v1, name)
+    wait_until(
+        lambda: v1.read_namespaced_pod(name, "t").status.phase == "Succeeded",
+        timeout_s=20,
+        interval_s=0.05,
+    )
+    log = v1.read_namespaced_pod_log(name, "t")
+    return dict(line.split("=", 1) for line in log.splitlines() if "=" in line)
+
+
+def test_process_pod_runs_isolated_by_bubblewrap(bwrap: str, tmp_path: Path) -> None:
+    """What docs/simcluster.md promises, seen from inside the pod: its own PID and UTS
+    namespaces (the pod name as hostname), a private /tmp, the host read-only."""
+    node = NodeSettings(preloaded_images=("sh:1",))
+    with (
+        _host_paths() as (marker, directory),
+        EmbeddedCluster(ClusterSettings(nodes=1, runtime="process", node=node), tmp_path) as c,
+        config.new_client_from_config(config_file=str(c.kubeconfig)) as ac,
+    ):
+        v1 = client.CoreV1Api(ac)
+        v1.create_namespace({"metadata": {"name": "t"}})
+        seen = _observe(v1, "observer", marker, directory)
+        assert seen == {
+            "hostname": "observer",
+            "pid": seen["pid"],
+            "host_tmp": "hidden",
+            "host_dir": "read-only",
+        }
+        assert int(seen["pid"]) <= 2, seen  # bwrap's init is PID 1 of the pod's namespace
+        assert not (directory / "probe").exists()
+
+
+def test_without_bubblewrap_pods_run_unconfined_and_volumes_fail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime looks for bwrap on PATH when the cluster starts; without it a pod still
+    runs, sharing the host's view, and one with volumes fails to start with the kubelet's
+    CreateContainerError (volumes are mounts into a bubblewrap sandbox)."""
+    node = NodeSettings(preloaded_images=("sh:1",))
+    settings = ClusterSettings(nodes=1, runtime="process", node=node)
+    with contextlib.ExitStack() as stack:
+        marker, directory = stack.enter_context(_host_paths())
+        with monkeypatch.context() as patched:
+            patched.setenv("PATH", str(tmp_path))  # no bwrap here
+            cluster = stack.enter_context(EmbeddedCluster(settings, tmp_path))
+        assert os.environ["PATH"] != str(tmp_path)
+        v1 = client.CoreV1Api(
+            stack.enter_context(config.new_client_from_config(str(cluster.kubeconfig)))
+        )
+        v1.create_namespace({"metadata": {"name": "t"}})
+        seen = _observe(v1, "unconfined", marker, directory)
+        assert seen["host_tmp"] == "visible"
+        assert int(seen["pid"]) > 2
+        (directory / "probe").unlink()  # it did write there: nothing isolated it
+        mounted = _shell_pod("mounted", "true", "Never")
+        mounted["spec"]["volumes"] = [{"name": "scratch", "emptyDir": {}}]
+        mounted["spec"]["containers"][0]["volumeMounts"] = [
+            {"name": "scratch", "mountPath": "/scratch"}
+        ]
+        v1.create_namespaced_pod("t", mounted)
+        _bind(v1, "mounted")
+
+        def waiting() -> client.V1ContainerStateWaiting:
+            statuses = v1.read_namespaced_pod("mounted", "t").status.container_statuses
+            assert statuses and statuses[0].state.waiting, statuses
+            return statuses[0].state.waiting
+
+        state = wait_until(waiting, interval_s=0.05)
+        assert (state.reason, state.message) == (
+            "CreateContainerError",
+            "container c: volumes need bubblewrap (bwrap)",
+        )
+        assert v1.read_namespaced_pod("mounted", "t").status.phase == "Pending"
