@@ -19,6 +19,8 @@ import psutil
 import pytest
 from hypothesis import settings as hypothesis_settings
 
+from tests.support.leaks import FIXTURE_PIDS
+
 # CI draws the same examples every run (a red CI must mean a change broke something); locally
 # every run explores new ones. `HYPOTHESIS_PROFILE=dev` in CI to explore there too.
 hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -28,9 +30,6 @@ hypothesis_settings.load_profile(
 )
 
 LEAK_GRACE_S = 3.0
-#: Processes a module- or session-scoped fixture started during a test (e.g. a restarted
-#: facade): owned by the fixture, not leaked by the test. Their children are exempt too.
-FIXTURE_PIDS = pytest.StashKey[set[int]]()
 
 
 @pytest.fixture(scope="session")

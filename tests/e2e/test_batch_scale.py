@@ -9,7 +9,7 @@ import time
 import aiohttp
 import pytest
 
-from tests.e2e.conftest import RunningStack
+from tests.support.stack import RunningStack
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 STACK = {"profile": "ci", "nodes": 20}
