@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from facade.leases import lease_name
+from kube import LEASES, KubeClient
 from sandman import (
     AsyncSandbox,
     AsyncSandman,
@@ -21,6 +23,7 @@ from sandman import (
     Unauthenticated,
     Unschedulable,
 )
+from tests.support.kube import FAST
 from tests.support.stack import RunningStack as Stack
 from tests.support.wait import wait_until, wait_until_async
 
@@ -230,9 +233,17 @@ def test_sync_wrapper(stack: Stack, owner: str, tmp_path: Path) -> None:
 async def test_a_run_that_stops_renewing_loses_its_sandboxes(stack: Stack, owner: str) -> None:
     """A crashed trainer (renewals stop, nothing released) leaks for one lease duration."""
     client = _client(stack, owner, lease_s=5, release_on_exit=False)
-    async with client:
+    kubeconfig = str(stack.stack.kubeconfig)
+    async with client, await KubeClient.connect(FAST, kubeconfig=kubeconfig) as kube:
         sandbox = await client.create(IMAGE)
-        await asyncio.sleep(2)  # renewals keep it alive past a renewal interval (5/3 s)
+
+        async def renewed() -> bool:  # by the background task (every 5/3 s), not the create
+            lease = await kube.get(LEASES, lease_name(owner), stack.stack.namespace())
+            spec = lease["spec"]
+            assert spec["renewTime"] != spec["acquireTime"], spec
+            return True
+
+        await wait_until_async(renewed, timeout_s=5, interval_s=0.1)
         assert (await sandbox.refresh()).state == "ready"
         await client.stop_lease()  # the "crash": no more renewals, no release
 
