@@ -10,14 +10,17 @@ long-running processes:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
-import time
 from collections.abc import AsyncIterator, Iterator
 
 import psutil
 import pytest
 from hypothesis import settings as hypothesis_settings
+
+from tests.support.leaks import FIXTURE_PIDS
+from tests.support.wait import WaitTimeout, wait_until, wait_until_async
 
 # CI draws the same examples every run (a red CI must mean a change broke something); locally
 # every run explores new ones. `HYPOTHESIS_PROFILE=dev` in CI to explore there too.
@@ -28,9 +31,6 @@ hypothesis_settings.load_profile(
 )
 
 LEAK_GRACE_S = 3.0
-#: Processes a module- or session-scoped fixture started during a test (e.g. a restarted
-#: facade): owned by the fixture, not leaked by the test. Their children are exempt too.
-FIXTURE_PIDS = pytest.StashKey[set[int]]()
 
 
 @pytest.fixture(scope="session")
@@ -48,17 +48,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 async def _no_leaked_tasks() -> AsyncIterator[None]:
     before = set(asyncio.all_tasks())
     yield
-    deadline = time.monotonic() + LEAK_GRACE_S
-    while True:
+
+    def pending() -> list[asyncio.Task[object]]:
         current = asyncio.current_task()
-        leaked = [
+        return [
             t
             for t in asyncio.all_tasks() - before
             if t is not current and not t.done() and not _is_runner_task(t)
         ]
-        if not leaked or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.02)
+
+    with contextlib.suppress(WaitTimeout):  # a grace to finish; what is left after it leaked
+        await wait_until_async(lambda: not pending(), timeout_s=LEAK_GRACE_S)
+    leaked = pending()
     for task in leaked:
         task.cancel()
     if leaked:
@@ -94,13 +95,14 @@ def _fixture_owned(config: pytest.Config) -> set[int]:
 def _no_leaked_processes(pytestconfig: pytest.Config) -> Iterator[None]:
     before = set(_children())
     yield
-    deadline = time.monotonic() + LEAK_GRACE_S
-    while True:
+
+    def alive() -> dict[int, str]:
         exempt = before | _fixture_owned(pytestconfig)
-        leaked = {pid: cmd for pid, cmd in _children().items() if pid not in exempt}
-        if not leaked or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+        return {pid: cmd for pid, cmd in _children().items() if pid not in exempt}
+
+    with contextlib.suppress(WaitTimeout):  # a grace to exit; what is left after it leaked
+        wait_until(lambda: not alive(), timeout_s=LEAK_GRACE_S, interval_s=0.05)
+    leaked = alive()
     for pid in leaked:
         try:
             os.kill(pid, signal.SIGKILL)

@@ -10,10 +10,14 @@ import pytest
 pytest_plugins = ["pytester"]
 
 CONFTEST = (Path(__file__).parent / "conftest.py").read_text()
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.timeout(120)
-def test_leaked_task_and_child_process_fail_the_test(pytester: pytest.Pytester) -> None:
+def test_leaked_task_and_child_process_fail_the_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the copied conftest imports tests.support
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(
         test_inner="""

@@ -164,7 +164,8 @@ def plan_phase(label: str, n_nodes: int, cfg: BenchConfig) -> dict[str, Any]:
     _freeze(cfg)
     bound = lower_bound(s, pods[0], len(pods))
     bound_burst = lower_bound(s, pods[0], len(pods), s.settings.max_starting_per_node)
-    progress(f"{label}: planning {len(pods)} pods x {cfg.runs} runs (burst cap 20)")
+    cap = s.settings.max_starting_per_node
+    progress(f"{label}: planning {len(pods)} pods x {cfg.runs} runs (burst cap {cap})")
     times, plan = timed_plans(s, pods, cfg.runs)
     packed = replace(s.settings, max_starting_per_node=None)
     s2 = Scheduler(packed)
@@ -210,7 +211,8 @@ def images_phase(label: str, n_nodes: int, cfg: BenchConfig) -> dict[str, Any]:
         for i in range(cfg.pods)
     ]
     _freeze(cfg)
-    progress(f"{label}: planning {len(pods)} pods x {cfg.runs} runs (burst cap 20)")
+    cap = s.settings.max_starting_per_node
+    progress(f"{label}: planning {len(pods)} pods x {cfg.runs} runs (burst cap {cap})")
     times, plan = timed_plans(s, pods, cfg.runs)
     image_of = {p.uid: p.shape.images[0] for p in pods}
     hits = sum(1 for a in plan.assignments if image_of[a.uid] in s.model.prepared[a.node])

@@ -33,8 +33,7 @@ from simcluster.kubelet.runtime import Runtime, RuntimeStartError, Sandbox, sand
 from simcluster.kubelet.settings import NodeSettings
 from simcluster.quantity import to_milli, to_units
 
-# NodeSettings is re-exported: callers outside simcluster import it from here.
-__all__ = ["VIRTUAL_LABEL", "Kubelet", "NodeSettings", "node_ip"]
+__all__ = ["VIRTUAL_LABEL", "Kubelet", "node_ip"]
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

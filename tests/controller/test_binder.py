@@ -6,42 +6,25 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from conftest import eventually, inject, pod
-from harness import (
-    CONTROLLER_SA,
-    CONTROLLER_USER,
-    controller,
-    create_sandboxes,
-    server_requests,
-    writes_by,
-)
 
 from controller.binder import BinderSettings
 from kube import EVENTS, PODS, KubeClient
-from simcluster.apiserver import ServerSettings
-from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
-from simcluster.kubelet.kubelet import NodeSettings
+from tests.support.controller import (
+    CONTROLLER_USER,
+    bound,
+    cluster_of,
+    controller,
+    create_sandboxes,
+    sandboxes,
+    server_requests,
+    writes_by,
+)
+from tests.support.kube import inject
+from tests.support.pods import pod
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
-
-
-def cluster_of(nodes: int, cpu: str = "16", foreign: float = 0.3) -> ClusterSettings:
-    return ClusterSettings(
-        server=ServerSettings(bookmark_interval_s=1.0),
-        nodes=nodes,
-        node=NodeSettings(cpu=cpu, memory="64Gi", max_pods=110),
-        foreign_fraction=foreign,
-        service_account_kubeconfigs=(("controller", CONTROLLER_SA),),
-    )
-
-
-async def sandboxes(client: KubeClient) -> list[dict]:
-    return (await client.list(PODS, "default", label_selector="app=sandbox"))["items"]
-
-
-def bound(pods: list[dict]) -> int:
-    return sum(1 for p in pods if p["spec"].get("nodeName"))
 
 
 @pytest.mark.parametrize("cluster_settings", [cluster_of(10)])
@@ -51,10 +34,12 @@ async def test_burst_binds_everything_with_one_write_each(
     n = 300
     async with controller(cluster) as ctl:
         await create_sandboxes(client, n)
-        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() == n, within=30)
+        await wait_until_async(
+            lambda: ctl.metrics.binds.labels("bound")._value.get() == n, timeout_s=30
+        )
         pods = await sandboxes(client)
         assert bound(pods) == n
-        await eventually(lambda: ctl.binder.counts()["pending"] == 0)
+        await wait_until_async(lambda: ctl.binder.counts()["pending"] == 0)
     running = await sandboxes(client)
     assert not [p for p in running if p["status"].get("phase") == "Failed"]  # no rejections
     assert writes_by(cluster, CONTROLLER_USER) == n
@@ -75,7 +60,7 @@ async def test_issue_burst_2000_sandboxes_over_50_nodes(
     n = 2000
     async with controller(cluster) as ctl:
         await create_sandboxes(client, n)
-        await eventually(lambda: bound_now(ctl) == n, within=40)
+        await wait_until_async(lambda: bound_now(ctl) == n, timeout_s=40)
     pods = await sandboxes(client)
     assert bound(pods) == n
     assert not [p for p in pods if p["status"].get("phase") == "Failed"]
@@ -90,9 +75,11 @@ async def test_unschedulable_reported_once_and_placed_when_capacity_appears(
     settings = BinderSettings(retry_unschedulable_s=0.1)
     async with controller(cluster, settings) as ctl:
         await create_sandboxes(client, 15)  # 3 nodes x 4 x 250m = 12 fit
-        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() == 12)
-        await eventually(lambda: ctl.binder.counts()["parked"] == 3)
-        await eventually(lambda: ctl.metrics.events.labels("FailedScheduling")._value.get() == 3)
+        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() == 12)
+        await wait_until_async(lambda: ctl.binder.counts()["parked"] == 3)
+        await wait_until_async(
+            lambda: ctl.metrics.events.labels("FailedScheduling")._value.get() == 3
+        )
         events = (await client.list(EVENTS, "default"))["items"]
         assert len(events) == 3
         assert {e["reason"] for e in events} == {"FailedScheduling"}
@@ -105,14 +92,16 @@ async def test_unschedulable_reported_once_and_placed_when_capacity_appears(
         other["spec"]["nodeName"] = "node-0"
         await client.create(PODS, other, "default")
         await client.delete(PODS, "other", "default", grace_period_s=0)
-        await eventually(lambda: ctl.metrics.batch_size._sum.get() > plans)
+        await wait_until_async(lambda: ctl.metrics.batch_size._sum.get() > plans)
+        # The passing of time is what is tested here: over 5 retry periods (0.5 s) a hot
+        # loop would re-plan the parked pods again and again; there is no event to wait for.
         await anyio.sleep(0.5)
         assert ctl.metrics.batch_size._sum.get() <= plans + 3 * 2
         assert ctl.binder.counts()["parked"] == 3
         assert ctl.metrics.events.labels("FailedScheduling")._value.get() == 3
         assert cluster.cluster is not None
         cluster.call(lambda: cluster.cluster.add_nodes(1))  # type: ignore[union-attr]
-        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() == 15)
+        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() == 15)
         assert bound(await sandboxes(client)) == 15
         assert ctl.binder.counts()["parked"] == 0
 
@@ -126,11 +115,11 @@ async def test_injected_errors_and_dropped_watches_cost_no_duplicates(
         await inject(client, kind="api-errors", verb="create", rate=0.05, code=500)
         await inject(client, kind="api-errors", verb="watch", rate=0.3, code=500)
         await create_sandboxes(client, n // 2)
-        await eventually(lambda: bound_now(ctl) >= n // 4, within=20)
+        await wait_until_async(lambda: bound_now(ctl) >= n // 4, timeout_s=20)
         await inject(client, kind="drop-watches")
         await inject(client, kind="api-errors", verb="create", rate=0.05, code=429)
         await create_sandboxes(client, n // 2, start=n // 2)
-        await eventually(lambda: bound_now(ctl) == n, within=40)
+        await wait_until_async(lambda: bound_now(ctl) == n, timeout_s=40)
         await inject(client, kind="clear")
         assert bound(await sandboxes(client)) == n
     seen = {

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import datetime as dt
 
-import anyio
 import pytest
-from conftest import eventually, inject, pod
-from harness import controller, create_sandboxes
-from test_binder import bound, cluster_of, sandboxes
 
 from controller.gc import GCSettings
 from kube import EVENTS, LEASES, NODES, PODS, KubeClient
 from simcluster.embedded import EmbeddedCluster
+from tests.support.controller import bound, cluster_of, controller, create_sandboxes, sandboxes
+from tests.support.kube import inject
+from tests.support.pods import pod
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -40,12 +40,12 @@ async def test_terminal_sandbox_deleted_after_retention(
         other = pod("not-ours", scheduler="default-scheduler")
         other["spec"]["nodeName"] = "node-0"
         await client.create(PODS, other, "default")
-        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() == 3)
-        await eventually(lambda: len(ctl.view.bound.cache) >= 3 + 2 + 1)
+        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() == 3)
+        await wait_until_async(lambda: len(ctl.view.bound.cache) >= 3 + 2 + 1)
         for p in ("sb-0", "not-ours"):
             await eventually_running(client, p)
             await inject(client, kind="evict", namespace="default", name=p)
-        await eventually(lambda: deleted(ctl, "terminal") == 1, within=5)
+        await wait_until_async(lambda: deleted(ctl, "terminal") == 1, timeout_s=5)
         assert await names(client) == {"sb-1", "sb-2"}
         failed = await client.get(PODS, "not-ours", "default")  # not a sandbox: kept
         assert failed["status"]["phase"] == "Failed"
@@ -84,13 +84,15 @@ async def test_idle_exit_has_its_own_reason(cluster: EmbeddedCluster, client: Ku
             if idle:
                 body["metadata"]["annotations"] = {FAST_GC.idle_annotation: "30"}
             await client.create(PODS, body, "default")
-        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() == 4)
+        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() == 4)
         for name in ("idle", "done", "crashed"):
             await eventually_running(client, name)
         await finish(client, "idle", "Succeeded", 0)
         await finish(client, "done", "Succeeded", 0)
         await finish(client, "crashed", "Failed", 1)
-        await eventually(lambda: deleted(ctl, "idle") + deleted(ctl, "terminal") == 3, within=5)
+        await wait_until_async(
+            lambda: deleted(ctl, "idle") + deleted(ctl, "terminal") == 3, timeout_s=5
+        )
         assert (deleted(ctl, "idle"), deleted(ctl, "terminal")) == (1, 2)
         assert await names(client) == {"live"}
         events = (await client.list(EVENTS, "default"))["items"]
@@ -100,12 +102,12 @@ async def test_idle_exit_has_its_own_reason(cluster: EmbeddedCluster, client: Ku
 
 
 async def eventually_running(client: KubeClient, name: str) -> None:
-    for _ in range(200):
-        p = await client.get(PODS, name, "default")
-        if p["status"].get("phase") == "Running":
-            return
-        await anyio.sleep(0.05)
-    raise AssertionError(f"{name} never ran")
+    async def running() -> bool:
+        phase = (await client.get(PODS, name, "default"))["status"].get("phase")
+        assert phase == "Running", f"{name} is {phase}"
+        return True
+
+    await wait_until_async(running, interval_s=0.05)
 
 
 @pytest.mark.parametrize("cluster_settings", [cluster_of(1, cpu="1", foreign=0.0)])
@@ -118,9 +120,9 @@ async def test_expired_and_stuck_pending_sandboxes_deleted(
         expired["metadata"]["annotations"] = {FAST_GC.expires_annotation: past}
         await client.create(PODS, expired, "default")
         await create_sandboxes(client, 6)  # 4 fit on the 1-CPU node, 2 stay Pending
-        await eventually(lambda: deleted(ctl, "expired") == 1)
-        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() >= 4)
-        await eventually(lambda: deleted(ctl, "pending-timeout") == 2, within=6)
+        await wait_until_async(lambda: deleted(ctl, "expired") == 1)
+        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() >= 4)
+        await wait_until_async(lambda: deleted(ctl, "pending-timeout") == 2, timeout_s=6)
         remaining = await sandboxes(client)
         assert len(remaining) == bound(remaining) == 4
         assert "expired" not in await names(client)
@@ -132,12 +134,12 @@ async def test_sandboxes_on_a_deleted_node_are_removed(
 ) -> None:
     async with controller(cluster, gc=FAST_GC) as ctl:
         await create_sandboxes(client, 30)
-        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() == 30)
+        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() == 30)
         pods = await sandboxes(client)
         on_node0 = {p["metadata"]["name"] for p in pods if p["spec"]["nodeName"] == "node-0"}
         assert on_node0
         await client.delete(NODES, "node-0")
-        await eventually(lambda: deleted(ctl, "node-gone") == len(on_node0), within=5)
+        await wait_until_async(lambda: deleted(ctl, "node-gone") == len(on_node0), timeout_s=5)
         left = await sandboxes(client)
         assert not on_node0 & {p["metadata"]["name"] for p in left}
         assert all(p["spec"]["nodeName"] == "node-1" for p in left)
@@ -164,13 +166,15 @@ async def test_owner_lease_expiry_deletes_that_owners_sandboxes(
         await owned(client, 5, "crashed")
         await owned(client, 2, "alive")
         await create_sandboxes(client, 2)  # no owner label: not affected
-        with anyio.fail_after(10):
-            while deleted(ctl, "owner-expired") < 5:
-                # the live trainer renews its Lease; the crashed one does not
-                await client.patch(LEASES, "alive", {"spec": {"renewTime": micro_now()}}, "default")
-                await anyio.sleep(0.2)
+
+        async def crashed_collected_while_alive_renews() -> bool:
+            # the live trainer renews its Lease; the crashed one does not
+            await client.patch(LEASES, "alive", {"spec": {"renewTime": micro_now()}}, "default")
+            return deleted(ctl, "owner-expired") >= 5
+
+        await wait_until_async(crashed_collected_while_alive_renews, interval_s=0.2)
         assert deleted(ctl, "owner-expired") == 5
-        await eventually(lambda: len(ctl.view.owner_leases.cache) == 2)
+        await wait_until_async(lambda: len(ctl.view.owner_leases.cache) == 2)
         assert await names(client) == {"alive-0", "alive-1", "sb-0", "sb-1"}
         events = (await client.list(EVENTS, "default"))["items"]
         assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in events] == [

@@ -9,12 +9,13 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
-from conftest import FAST, eventually
-from netproxy import FreezableProxy
 
 from controller.leader import ElectionSettings, LeaderElector
 from kube import LEASES, KubeClient
 from simcluster.embedded import EmbeddedCluster
+from tests.support.kube import FAST
+from tests.support.netproxy import FreezableProxy
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -72,18 +73,20 @@ async def test_one_leader_then_graceful_handover(client: KubeClient, other: Kube
     a, b = Candidate(client, "a"), Candidate(other, "b")
     async with anyio.create_task_group() as tg:
         tg.start_soon(a.run)
-        await eventually(lambda: a.started is not None)
+        await wait_until_async(lambda: a.started is not None)
         tg.start_soon(b.run)
-        await eventually(lambda: b.elector.leader == "a")
-        await anyio.sleep(1.0)  # several retry periods: b stays a standby
+        await wait_until_async(lambda: b.elector.leader == "a")
+        # The passing of time is what is tested: over several retry periods (0.2 s) b stays
+        # a standby while a holds the lease; there is no event that could show it.
+        await anyio.sleep(1.0)
         assert b.started is None and a.elector.is_leader()
         lease = await client.get(LEASES, "ctl", "default")
         assert lease["spec"]["holderIdentity"] == "a"
         assert lease["spec"]["leaseDurationSeconds"] == 2
         a.elector.stop()
-        await eventually(lambda: a.done)
+        await wait_until_async(lambda: a.done)
         released = time.monotonic()
-        await eventually(lambda: b.started is not None, within=5)
+        await wait_until_async(lambda: b.started is not None, timeout_s=5)
         # released, so b need not wait out the 2 s lease (1 s released duration + retry)
         assert b.started is not None and b.started - released < 1.8
         lease = await client.get(LEASES, "ctl", "default")
@@ -99,12 +102,12 @@ async def test_crashed_leader_is_replaced_after_expiry(
     async with anyio.create_task_group() as tg:
         async with anyio.create_task_group() as a_group:
             a_group.start_soon(a.run)
-            await eventually(lambda: a.started is not None)
+            await wait_until_async(lambda: a.started is not None)
             tg.start_soon(b.run)
-            await eventually(lambda: b.elector.leader == "a")
+            await wait_until_async(lambda: b.elector.leader == "a")
             a_group.cancel_scope.cancel()  # a "crashes": no release
         crashed = time.monotonic()
-        await eventually(lambda: b.started is not None, within=6)
+        await wait_until_async(lambda: b.started is not None, timeout_s=6)
         assert b.started is not None and b.started - crashed >= 1.5  # waited out the lease
         tg.cancel_scope.cancel()
 
@@ -121,12 +124,12 @@ async def test_partitioned_leader_steps_down_before_its_lease_expires(
             a, b = Candidate(through_proxy, "a"), Candidate(other, "b")
             async with anyio.create_task_group() as tg:
                 tg.start_soon(a.run)
-                await eventually(lambda: a.started is not None)
+                await wait_until_async(lambda: a.started is not None)
                 tg.start_soon(b.run)
-                await eventually(lambda: b.elector.leader == "a")
+                await wait_until_async(lambda: b.elector.leader == "a")
                 cut = time.monotonic()
                 proxy.frozen = True
-                await eventually(lambda: b.started is not None, within=8)
+                await wait_until_async(lambda: b.started is not None, timeout_s=8)
                 assert a.stopped is not None and b.started is not None
                 assert a.stopped < b.started  # never two leaders
                 assert a.stopped - cut <= 1.2 + 0.2 + 0.3  # renew deadline (+ a retry, slack)

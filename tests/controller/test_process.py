@@ -14,12 +14,18 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from conftest import eventually
-from harness import CONTROLLER_USER, create_sandboxes, writes_by
-from test_binder import bound, cluster_of, sandboxes
 
 from kube import LEASES, KubeClient
 from simcluster.embedded import EmbeddedCluster
+from tests.support.controller import (
+    CONTROLLER_USER,
+    bound,
+    cluster_of,
+    create_sandboxes,
+    sandboxes,
+    writes_by,
+)
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -87,45 +93,51 @@ async def get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
         return r.status, await r.text()
 
 
+async def wait_ready(http: aiohttp.ClientSession, p: Process) -> None:
+    await wait_until_async(lambda: p.health_url, timeout_s=20, what="the health endpoint's log")
+
+    async def ready() -> bool:
+        return (await get(http, p.health_url + "/readyz"))[0] == 200
+
+    await wait_until_async(ready, timeout_s=20, interval_s=0.05)
+
+
+async def wait_bound(client: KubeClient, n: int, timeout_s: float = 30) -> list[dict]:
+    """Until at least ``n`` sandboxes are bound; returns the sandboxes then."""
+
+    async def bound_enough() -> list[dict]:
+        pods = await sandboxes(client)
+        assert bound(pods) >= n, f"{bound(pods)} of {len(pods)} sandboxes bound, waiting for {n}"
+        return pods
+
+    return await wait_until_async(bound_enough, timeout_s=timeout_s, interval_s=0.05)
+
+
 @pytest.mark.parametrize("cluster_settings", [cluster_of(5)])
 async def test_controller_process_end_to_end(cluster: EmbeddedCluster, client: KubeClient) -> None:
     assert cluster.cluster is not None
     kubeconfig = cluster.cluster.kubeconfigs["controller"]
     async with controller_process(kubeconfig, "ctl-a") as p, aiohttp.ClientSession() as http:
-        await eventually(lambda: bool(p.health_url), within=20)
+        await wait_until_async(lambda: p.health_url, timeout_s=20, what="the health endpoint's log")
         assert (await get(http, p.health_url + "/healthz")) == (200, "ok")
-        for _ in range(200):
-            if (await get(http, p.health_url + "/readyz"))[0] == 200:
-                break
-            await asyncio.sleep(0.05)
+        await wait_ready(http, p)
         assert (await get(http, p.health_url + "/readyz")) == (200, "ok")
         await create_sandboxes(client, 50)
-        for _ in range(400):
-            if bound(await sandboxes(client)) == 50:
-                break
-            await asyncio.sleep(0.05)
-        assert bound(await sandboxes(client)) == 50
+        assert bound(await wait_bound(client, 50)) == 50
         _, metrics = await get(http, p.health_url + "/metrics")
         assert 'sandman_binds_total{outcome="bound"} 50.0' in metrics
         assert "sandman_leader 1.0" in metrics
         # 50 binds + the Lease's creation; renewals are PUTs
         assert 'sandman_api_requests_total{code="201",verb="POST"} 51.0' in metrics
-        await eventually(lambda: any("leader: pending 0" in ln for ln in p.lines), within=5)
+        await wait_until_async(
+            lambda: any("leader: pending 0" in ln for ln in p.lines), timeout_s=5
+        )
         lease = await client.get(LEASES, "sandman-controller", "default")
         assert lease["spec"]["holderIdentity"] == "ctl-a"
         p.proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(p.proc.wait(), 10) == 0
     lease = await client.get(LEASES, "sandman-controller", "default")
     assert lease["spec"]["holderIdentity"] == ""  # released on the way out
-
-
-async def wait_ready(http: aiohttp.ClientSession, p: Process) -> None:
-    await eventually(lambda: bool(p.health_url), within=20)
-    for _ in range(400):
-        if (await get(http, p.health_url + "/readyz"))[0] == 200:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{p.health_url} never became ready")
 
 
 @pytest.mark.parametrize("cluster_settings", [cluster_of(10, foreign=0.0)])
@@ -150,19 +162,12 @@ async def test_leader_sigkilled_mid_burst_standby_finishes(
             lease = await client.get(LEASES, "sandman-controller", "default")
             assert lease["spec"]["holderIdentity"] == "ctl-a"
             await create_sandboxes(client, n)
-            for _ in range(400):
-                if bound(await sandboxes(client)) >= n // 4:
-                    break
-                await asyncio.sleep(0.03)
+            await wait_bound(client, n // 4)
             a.proc.kill()  # SIGKILL: no release, binds in flight are lost
             await a.proc.wait()
             killed_at = bound(await sandboxes(client))
             assert killed_at < n
-            for _ in range(200):
-                if bound(await sandboxes(client)) == n:
-                    break
-                await asyncio.sleep(0.15)
-            pods = await sandboxes(client)
+            pods = await wait_bound(client, n, timeout_s=40)
             assert bound(pods) == n  # no pod lost
             assert not [p for p in pods if p["status"].get("phase") == "Failed"]
             lease = await client.get(LEASES, "sandman-controller", "default")
@@ -170,11 +175,13 @@ async def test_leader_sigkilled_mid_burst_standby_finishes(
             # the standby bound exactly what the dead leader had not (its last responses
             # may still be on their way when the list shows every pod bound)
             want = f'sandman_binds_total{{outcome="bound"}} {n - killed_at}.0'
-            for _ in range(100):
-                _, metrics = await get(http, b.health_url + "/metrics")
-                if want in metrics:
-                    break
-                await asyncio.sleep(0.05)
+
+            async def standby_counted() -> str:
+                _, text = await get(http, b.health_url + "/metrics")
+                assert want in text, [ln for ln in text.splitlines() if "binds_total" in ln]
+                return text
+
+            metrics = await wait_until_async(standby_counted, interval_s=0.05)
             assert want in metrics
             assert "sandman_leader 1.0" in metrics
             assert 'code="0"' not in metrics  # no bind cut off by a lost lease

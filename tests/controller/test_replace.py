@@ -4,15 +4,15 @@ elsewhere; one that ever ran is not; attempts are bounded."""
 from __future__ import annotations
 
 import pytest
-from conftest import eventually, pod
-from harness import controller, create_sandboxes
-from test_binder import cluster_of
 
 from controller.replace import Replacer, ReplacerSettings, rejected_before_running
 from controller.view import ClusterView
 from kube import PODS, KubeClient, NotFound
 from scheduler import Scheduler
 from simcluster.embedded import EmbeddedCluster
+from tests.support.controller import cluster_of, controller, create_sandboxes
+from tests.support.pods import pod
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -62,7 +62,7 @@ async def test_rejected_sandbox_is_replaced_and_bound_elsewhere(
 ) -> None:
     async with controller(cluster) as ctl:
         await create_sandboxes(client, 1)
-        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() == 1)
+        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() == 1)
         node = (await client.get(PODS, "sb-0", "default"))["spec"]["nodeName"]
         # A sandbox placed on `node` a moment before its capacity was taken: 1 CPU no
         # longer fits there, so the kubelet rejects it (OutOfcpu) before it runs.
@@ -70,10 +70,12 @@ async def test_rejected_sandbox_is_replaced_and_bound_elsewhere(
         big["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
         big["spec"]["nodeName"] = node
         await client.create(PODS, big, "default")
-        await eventually(lambda: ctl.metrics.replacements.labels("replaced")._value.get() == 1)
+        await wait_until_async(
+            lambda: ctl.metrics.replacements.labels("replaced")._value.get() == 1
+        )
         with pytest.raises(NotFound):
             await client.get(PODS, "big", "default")
-        await eventually(lambda: ctl.metrics.binds.labels("bound")._value.get() == 2)
+        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() == 2)
         new = await client.get(PODS, "big-r1", "default")
         assert new["spec"]["nodeName"] != node
         assert new["metadata"]["labels"] == {"app": "sandbox"}

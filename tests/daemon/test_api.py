@@ -8,7 +8,7 @@ import socket
 import aiohttp
 import pytest
 
-from tests.daemon.conftest import DaemonProcess
+from tests.support.daemon import DaemonProcess
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from sandman.sdk.daemon_client import DaemonAPIError, SandboxClient
-from tests.daemon.conftest import eventually
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -92,16 +92,17 @@ async def test_spawn_failure_is_a_result_like_a_shell(client: SandboxClient) -> 
 
 async def test_interrupt_a_running_exec(client: SandboxClient) -> None:
     task = asyncio.ensure_future(client.exec(argv=["sleep", "30"], id="long-one"))
-    reasons: set[str] = set()
-    for _ in range(100):
-        await asyncio.sleep(0.02)
+
+    async def interrupted() -> bool:
         try:
             await client.signal_exec("long-one", "INT")
         except DaemonAPIError as exc:
-            reasons = {exc.reason}
-        else:
-            break
-    assert reasons <= {"exec_not_found"}
+            if exc.reason != "exec_not_found":
+                raise
+            raise AssertionError("the exec has not started yet") from exc
+        return True
+
+    await wait_until_async(interrupted)
     result = await task
     assert result.interrupted
     assert result.signal == "SIGINT"
@@ -127,10 +128,14 @@ async def test_streaming_delivers_chunks_before_exit(client: SandboxClient) -> N
     assert first_stdout < seen[-1][1] - 0.3, "first chunk only arrived with the exit"
 
 
+async def running_execs(client: SandboxClient, n: int) -> bool:
+    return (await client.info()).running_execs == n
+
+
 @pytest.mark.parametrize("daemon_args", [["--max-concurrent-execs", "2"]])
 async def test_concurrent_exec_cap_answers_429(client: SandboxClient) -> None:
     running = [asyncio.ensure_future(client.exec(argv=["sleep", "1"])) for _ in range(2)]
-    await asyncio.sleep(0.3)
+    await wait_until_async(lambda: running_execs(client, 2))
     with pytest.raises(DaemonAPIError) as info:
         await client.exec(argv=["true"])
     assert (info.value.status, info.value.reason) == (429, "too_many_execs")
@@ -163,5 +168,5 @@ async def test_stream_client_disconnect_kills_the_command(client: SandboxClient)
     def gone() -> bool:
         return not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
 
-    assert await eventually(gone)
+    await wait_until_async(gone)
     assert (await client.info()).running_execs == 0

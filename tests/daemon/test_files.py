@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sandman.sdk.daemon_client import DaemonAPIError, SandboxClient
-from tests.daemon.conftest import eventually
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +48,7 @@ async def test_failed_upload_keeps_the_old_content(client: SandboxClient, tmp_pa
         await client.write_file(str(target), broken())
     assert target.read_bytes() == b"original"
     # the daemon notices the broken upload a moment after the client gave up
-    assert await eventually(lambda: sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"])
+    await wait_until_async(lambda: sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"])
 
 
 async def test_large_file_streams_with_bounded_memory(

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from sandman.sdk.daemon_client import DaemonAPIError, SandboxClient
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -52,8 +51,12 @@ async def test_chatty_process_keeps_only_its_tail(client: SandboxClient) -> None
 
 
 async def test_remove_stops_a_running_process(client: SandboxClient) -> None:
-    info = await client.start_process(command="trap '' TERM; sleep 60")
-    await asyncio.sleep(0.2)
+    info = await client.start_process(command="trap '' TERM; echo trapped; sleep 60")
+
+    async def ignoring_term() -> bool:  # else a SIGTERM could still stop it
+        return (await client.process_output(info.id)).stdout.data == "trapped\n"
+
+    await wait_until_async(ignoring_term)
     removed = await client.remove_process(info.id)
     assert not removed.running
     assert removed.signal == "SIGKILL"

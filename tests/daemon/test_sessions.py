@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from sandman.sdk.daemon_client import DaemonAPIError, SandboxClient
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -82,12 +83,16 @@ async def test_concurrent_commands_queue_in_order(client: SandboxClient) -> None
     await client.create_session("s")
     try:
         first = asyncio.ensure_future(client.run_in_session("s", "sleep 0.3; N=1"))
-        await asyncio.sleep(0.05)
+        await wait_until_async(lambda: session_busy(client, "s"))
         second = await client.run_in_session("s", "echo $N")
         assert (await first).exit_code == 0
         assert second.output.data == "1\n"
     finally:
         await client.close_session("s")
+
+
+async def session_busy(client: SandboxClient, name: str) -> bool:
+    return any(s.name == name and s.busy for s in (await client.list_sessions()).sessions)
 
 
 async def test_session_errors_and_listing(client: SandboxClient) -> None:

@@ -7,45 +7,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 import pytest
-from anyio.from_thread import BlockingPortal, start_blocking_portal
+from anyio.from_thread import start_blocking_portal
 
 from devstack.stack import Stack, StackSettings
-from tests.conftest import FIXTURE_PIDS
-
-
-@dataclass(frozen=True)
-class RunningStack:
-    """What tests need of a :class:`Stack` that lives on the portal's event loop."""
-
-    stack: Stack
-    portal: BlockingPortal
-    config: pytest.Config
-
-    @property
-    def url(self) -> str:
-        return self.stack.url
-
-    @property
-    def urls(self) -> list[str]:
-        return self.stack.urls
-
-    @property
-    def token(self) -> str:
-        return self.stack.token
-
-    @property
-    def tokens(self) -> dict[str, str]:
-        return self.stack.tokens
-
-    async def restart(self, name: str) -> None:
-        await anyio.to_thread.run_sync(self.portal.call, self.stack.restart, name)
-        owned = self.config.stash.setdefault(FIXTURE_PIDS, set())
-        owned.add(self.stack.processes[name].pid)
+from tests.support.stack import RunningStack
 
 
 @pytest.fixture(scope="module")

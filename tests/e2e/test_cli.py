@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.e2e.conftest import RunningStack as Stack
+from tests.support.stack import RunningStack as Stack
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 IMAGE = "registry.example/tasks/demo:1"
@@ -51,10 +51,12 @@ def test_create_exec_ls_rm(stack: Stack, owner: str) -> None:
     by_owner = _sandman(stack, "rm", "--owner", owner)
     assert by_owner.returncode == 0 and by_owner.stdout.startswith("released 2 ")
 
-    deadline = time.monotonic() + 20
-    while len(_sandman(stack, "ls", "--owner", owner).stdout.splitlines()) > 1:
-        assert time.monotonic() < deadline, "sandboxes still listed after rm"
-        time.sleep(0.3)
+    def none_listed() -> bool:
+        rows = _sandman(stack, "ls", "--owner", owner).stdout.splitlines()[1:]  # under the header
+        assert not rows, f"still listed after rm: {rows}"
+        return True
+
+    wait_until(none_listed, timeout_s=20, interval_s=0.3)
 
 
 def test_errors_are_reasons_with_a_nonzero_exit(stack: Stack) -> None:

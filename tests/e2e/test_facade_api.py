@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
 
-from tests.e2e.conftest import RunningStack as Stack
+from tests.support.stack import RunningStack as Stack
+from tests.support.wait import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 IMAGE = "registry.example/tasks/demo:1"
@@ -35,13 +34,13 @@ async def _release_owner(http: aiohttp.ClientSession, owner: str) -> None:
 
 
 async def _gone(http: aiohttp.ClientSession, owner: str, timeout_s: float = 20) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    async def none_listed() -> bool:
         async with http.get("/v1/sandboxes", params={"owner": owner}) as r:
-            if not (await _json(r))["items"]:
-                return
-        assert time.monotonic() < deadline, "sandboxes still listed after release"
-        await asyncio.sleep(0.2)
+            items = (await _json(r))["items"]
+        assert not items, f"still listed after release: {[i['id'] for i in items]}"
+        return True
+
+    await wait_until_async(none_listed, timeout_s=timeout_s, interval_s=0.2)
 
 
 async def test_create_wait_exec_state_persists_release(

@@ -9,7 +9,8 @@ import aiohttp
 import anyio
 import pytest
 
-from tests.e2e.conftest import RunningStack
+from tests.support.stack import RunningStack
+from tests.support.wait import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -30,12 +31,15 @@ async def test_sandbox_lost_with_its_node(stack: RunningStack, owner: str) -> No
         assert done.returncode == 0, done.stderr
         params = {"wait": "final", "timeout_s": "20"}
         async with http.get(f"/v1/sandboxes/{sid}", params=params) as r:
-            lost = await r.json()
-        deadline = anyio.current_time() + 10
-        while lost["reason"] != "node_lost" and anyio.current_time() < deadline:
-            await anyio.sleep(0.2)  # the node's deletion may reach the facade after the pod's
+            assert r.status == 200, await r.text()
+
+        async def lost_with_its_node() -> dict:
+            # the node's deletion may reach the facade after the pod's
             async with http.get(f"/v1/sandboxes/{sid}") as r:
                 lost = await r.json()
-        assert (lost["state"], lost["reason"]) == ("terminated", "node_lost"), lost
+            assert (lost["state"], lost["reason"]) == ("terminated", "node_lost"), lost
+            return lost
+
+        await wait_until_async(lost_with_its_node, interval_s=0.2)
         async with http.post(f"/v1/sandboxes/{sid}/exec", json={"command": "true"}) as r:
             assert r.status == 410

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
 
+from facade.leases import lease_name
+from kube import LEASES, KubeClient
 from sandman import (
     AsyncSandbox,
     AsyncSandman,
@@ -22,7 +23,9 @@ from sandman import (
     Unauthenticated,
     Unschedulable,
 )
-from tests.e2e.conftest import RunningStack as Stack
+from tests.support.kube import FAST
+from tests.support.stack import RunningStack as Stack
+from tests.support.wait import wait_until, wait_until_async
 
 pytestmark = pytest.mark.timeout(90)
 IMAGE = "registry.example/tasks/demo:1"
@@ -34,27 +37,29 @@ def _client(stack: Stack, owner: str, **kwargs: object) -> AsyncSandman:
 
 async def _gone(stack: Stack, owner: str, timeout_s: float = 20) -> None:
     """Until nothing of the owner is listed any more (its pod processes have exited)."""
-    deadline = time.monotonic() + timeout_s
     async with _client(stack, owner, lease_s=None, release_on_exit=False) as observer:
-        while [s async for s in observer.list()]:
-            assert time.monotonic() < deadline, "sandboxes still listed after release"
-            await asyncio.sleep(0.2)
+
+        async def none_listed() -> bool:
+            listed = [s.id async for s in observer.list()]
+            assert not listed, f"still listed after release: {listed}"
+            return True
+
+        await wait_until_async(none_listed, timeout_s=timeout_s, interval_s=0.2)
 
 
 async def _released(sandbox: AsyncSandbox, timeout_s: float = 5) -> bool:
     """Released (or gone) as the facade reports it; polled, because a GET right after a
     DELETE can still show the pod's pre-delete state until the watch event arrives."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    async def released() -> bool:
         try:
             await sandbox.refresh()
         except SandboxNotFound:
             return True
-        if sandbox.state in ("releasing", "terminated"):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.1)
+        assert sandbox.state in ("releasing", "terminated"), f"{sandbox.id} is {sandbox.state}"
+        return True
+
+    return await wait_until_async(released, timeout_s=timeout_s, interval_s=0.1)
 
 
 @pytest.mark.anyio
@@ -221,30 +226,36 @@ def test_sync_wrapper(stack: Stack, owner: str, tmp_path: Path) -> None:
         many = client.create_many(3, IMAGE)
         assert len(many) == 3 and all(s.state == "ready" for s in many)
     with Sandman(stack.url, stack.token, owner=owner, lease_s=None) as observer:
-        deadline = time.monotonic() + 20
-        while list(observer.list()):
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        wait_until(lambda: not list(observer.list()), timeout_s=20, interval_s=0.2)
 
 
 @pytest.mark.anyio
 async def test_a_run_that_stops_renewing_loses_its_sandboxes(stack: Stack, owner: str) -> None:
     """A crashed trainer (renewals stop, nothing released) leaks for one lease duration."""
     client = _client(stack, owner, lease_s=5, release_on_exit=False)
-    async with client:
+    kubeconfig = str(stack.stack.kubeconfig)
+    async with client, await KubeClient.connect(FAST, kubeconfig=kubeconfig) as kube:
         sandbox = await client.create(IMAGE)
-        await asyncio.sleep(2)  # renewals keep it alive past a renewal interval (5/3 s)
+
+        async def renewed() -> bool:  # by the background task (every 5/3 s), not the create
+            lease = await kube.get(LEASES, lease_name(owner), stack.stack.namespace())
+            spec = lease["spec"]
+            assert spec["renewTime"] != spec["acquireTime"], spec
+            return True
+
+        await wait_until_async(renewed, timeout_s=5, interval_s=0.1)
         assert (await sandbox.refresh()).state == "ready"
         await client.stop_lease()  # the "crash": no more renewals, no release
-        deadline = time.monotonic() + 20
-        while True:
+
+        async def collected() -> bool:
             try:
                 await sandbox.refresh()
             except SandboxNotFound:
-                break  # collected and its tombstone already expired
-            if sandbox.state == "terminated":
-                assert sandbox.reason == "owner_expired", sandbox.view
-                break
-            assert time.monotonic() < deadline, f"still {sandbox.state} after the lease lapsed"
-            await asyncio.sleep(0.25)
+                return True  # collected and its tombstone already expired
+            assert sandbox.state == "terminated", f"still {sandbox.state} after the lease lapsed"
+            if sandbox.reason != "owner_expired":
+                pytest.fail(f"terminated for another reason: {sandbox.view}")
+            return True
+
+        await wait_until_async(collected, timeout_s=20, interval_s=0.25)
     await _gone(stack, owner)

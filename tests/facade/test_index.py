@@ -13,7 +13,8 @@ import pytest
 from facade.index import IndexSettings, SandboxIndex, pod_indexers
 from kube.cache import Cache, Obj, object_key
 from kube.informer import EventHandler
-from tests.facade.test_state import pod
+from tests.support.pods import sandbox_pod as pod
+from tests.support.wait import wait_until_async
 
 
 class FeedInformer:
@@ -132,14 +133,26 @@ def test_unschedulable_event_reaches_the_sandbox(feeds: Any) -> None:
     )
 
 
+def waiting(index: SandboxIndex, sid: str) -> bool:
+    """A wait on ``sid`` is parked on an event nothing has set yet."""
+    events = index._waiters.get(("ns", sid), [])
+    return bool(events) and not any(e.is_set() for e in events)
+
+
 @pytest.mark.anyio
 async def test_wait_is_resolved_by_the_event_that_makes_it_true(feeds: Any) -> None:
     index, pods, _, _ = feeds
     pods.upsert(pod())
     waiter = asyncio.create_task(index.wait("ns", "sb-1", frozenset({"ready"}), 5.0))
-    await asyncio.sleep(0.01)
-    pods.upsert(pod(node="n1"))
-    await asyncio.sleep(0.01)
+    await wait_until_async(lambda: waiting(index, "sb-1"))
+    pods.upsert(pod(node="n1"))  # wakes the waiter: "starting" is not what it waits for
+
+    def waiting_again() -> bool:
+        if waiter.done():
+            pytest.fail(f"resolved by an event that does not make it true: {waiter.result()}")
+        return waiting(index, "sb-1")
+
+    await wait_until_async(waiting_again)
     assert not waiter.done()
     pods.upsert(pod(node="n1", phase="Running", ready=True))
     assert (await asyncio.wait_for(waiter, 1)).state == "ready"
@@ -170,7 +183,7 @@ async def test_wait_for_an_unknown_id_gives_up_after_the_grace_but_sees_late_arr
     assert await index.wait("ns", "sb-typo", frozenset({"ready"}), 30) is None
     assert loop.time() - started < 1
     late = asyncio.create_task(index.wait("ns", "sb-1", frozenset({"ready"}), 30))
-    await asyncio.sleep(0.02)
+    await wait_until_async(lambda: waiting(index, "sb-1"))
     pods.upsert(pod(node="n1", phase="Running", ready=True))  # another replica's create
     assert (await asyncio.wait_for(late, 1)).state == "ready"
 

@@ -7,49 +7,7 @@ from typing import Any
 import pytest
 
 from facade.state import is_live, sandbox_from_pod
-
-
-def pod(
-    *,
-    node: str | None = None,
-    phase: str = "Pending",
-    ready: bool = False,
-    deleting: bool = False,
-    reason: str | None = None,
-    attempt: int = 0,
-    waiting: str | None = None,
-    ran: bool = False,
-) -> dict[str, Any]:
-    status: dict[str, Any] = {"phase": phase}
-    if reason:
-        status["reason"] = reason
-    if ready:
-        status["conditions"] = [
-            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-30T10:00:01Z"}
-        ]
-    if waiting:
-        status["containerStatuses"] = [{"state": {"waiting": {"reason": waiting}}}]
-    if ran:
-        status["containerStatuses"] = [
-            {"state": {"terminated": {"startedAt": "2026-11-30T10:00:00Z", "exitCode": 1}}}
-        ]
-    meta: dict[str, Any] = {
-        "name": "sb-1" if not attempt else f"sb-1-r{attempt}",
-        "namespace": "ns",
-        "uid": "u1",
-        "labels": {
-            "sandman.io/sandbox": "sb-1",
-            "sandman.io/owner": "run-1",
-            "sandman.io/class": "tiny",
-            "user.sandman.io/task": "t7",
-        },
-        "annotations": {"sandman.io/attempt": str(attempt), "sandman.io/expires-at": "X"},
-        "creationTimestamp": "2026-11-30T10:00:00Z",
-    }
-    if deleting:
-        meta["deletionTimestamp"] = "2026-11-30T10:01:00Z"
-    spec = {"containers": [{"image": "img:1"}], **({"nodeName": node} if node else {})}
-    return {"metadata": meta, "spec": spec, "status": status}
+from tests.support.pods import sandbox_pod as pod
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ from facade.tokens import TokenMinter
 from sandman.sdk.daemon_client import SandboxClient
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
-from simcluster.kubelet.kubelet import NodeSettings
+from simcluster.kubelet.settings import NodeSettings
+from tests.support.wait import wait_until
 
 IMAGE = "registry.example/tasks/demo:1"
 
@@ -33,14 +33,13 @@ def _alive(process: psutil.Process) -> bool:
 
 
 def _wait_ready(v1: client.CoreV1Api, name: str, namespace: str) -> Any:
-    deadline = time.monotonic() + 30
-    while True:
+    def ready() -> Any:
         pod = v1.read_namespaced_pod(name, namespace)
-        ready = {c.type: c.status for c in pod.status.conditions or []}.get("Ready")
-        if ready == "True":
-            return pod
-        assert time.monotonic() < deadline, f"sandbox never became Ready: {pod.status}"
-        time.sleep(0.1)
+        conditions = {c.type: c.status for c in pod.status.conditions or []}
+        assert conditions.get("Ready") == "True", pod.status
+        return pod
+
+    return wait_until(ready, timeout_s=30, interval_s=0.1)
 
 
 async def _tool_calls(url: str, token: str) -> None:
@@ -86,7 +85,9 @@ def test_rendered_sandbox_pod_runs_the_real_daemon(tmp_path: Path) -> None:
         assert daemons, "the sandbox daemon is not running as a process of the kubelet"
         asyncio.run(_tool_calls(f"http://{ready.status.pod_ip}:{DAEMON_PORT}", token))
         v1.delete_namespaced_pod("sb-1", "sb-test")
-        deadline = time.monotonic() + 15
-        while any(_alive(p) for p in daemons):
-            assert time.monotonic() < deadline, "the daemon outlived its pod"
-            time.sleep(0.1)
+        wait_until(
+            lambda: not any(_alive(p) for p in daemons),
+            timeout_s=15,
+            interval_s=0.1,
+            what="the daemon to exit with its pod",
+        )

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from sched_helpers import node_json, pod_json
 
 from scheduler import ClusterModel, Resources
+from tests.support.pods import node_json, pod_json
 
 Mi = 2**20
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sched_helpers import node_json, pod_json
 
 from scheduler import Scheduler, SchedulerSettings
+from tests.support.pods import node_json, pod_json
 
 GOLDEN = Path(__file__).parent / "golden" / "unschedulable_messages.txt"
 TRAINING = [{"key": "dedicated", "value": "training", "effect": "NoSchedule"}]

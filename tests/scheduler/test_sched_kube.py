@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sched_helpers import node_json, pod_json
 
 from scheduler import Decoder, Resources, normalize_image, pod_requests
+from tests.support.pods import node_json, pod_json
 
 Mi = 2**20
 

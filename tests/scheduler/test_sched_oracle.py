@@ -12,12 +12,12 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sched_helpers import node_json, pod_json
 
 from scheduler import Scheduler, SchedulerSettings
 from scheduler.plan import capacity_left, check_capacity, check_node
 from scheduler.scores import image_locality, most_allocated
 from scheduler.table import node_limit, tie_rank
+from tests.support.pods import node_json, pod_json
 
 IMAGES = ["registry.local/a:1", "registry.local/b:1", "registry.local/c:1"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from sched_helpers import node_json, pod_json
 
 from scheduler import Plan, Scheduler, SchedulerSettings
+from tests.support.pods import node_json, pod_json
 
 
 def cluster(n: int, settings: SchedulerSettings | None = None, **node_kw: object) -> Scheduler:

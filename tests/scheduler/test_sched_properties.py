@@ -8,13 +8,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sched_helpers import node_json, pod_json
 
 from scheduler import Resources, Scheduler, SchedulerSettings
 from scheduler.filters import Capacity
 from scheduler.messages import reason_histogram, unschedulable_message
 from scheduler.planner import capacity_left, check_capacity, check_node
 from scheduler.table import node_limit
+from tests.support.pods import node_json, pod_json
 
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

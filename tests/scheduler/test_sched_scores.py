@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from sched_helpers import node_json, pod_json
 
 from scheduler import (
     Headroom,
@@ -22,6 +21,7 @@ from scheduler.scores import (
     prefer_no_schedule_count,
     taint_toleration,
 )
+from tests.support.pods import node_json, pod_json
 
 ALLOC = Resources(16000, 64 * 2**30)
 

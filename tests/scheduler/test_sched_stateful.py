@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from sched_helpers import node_json, pod_json
 
 from scheduler import Scheduler, SchedulerSettings
+from tests.support.pods import node_json, pod_json
 
 NODES = {"a": ("2", "4Gi", "6"), "b": ("4", "8Gi", "10"), "c": ("1", "2Gi", "4")}
 SIZES = [("250m", "512Mi"), ("500m", "1Gi"), ("1", "256Mi")]

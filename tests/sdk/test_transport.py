@@ -7,7 +7,6 @@ calls are repeated, with which headers, after how long.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import socket
@@ -34,6 +33,7 @@ from sandman import (
     ServiceUnavailable,
     TerminalError,
 )
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 FAST = RetryPolicy(attempts=4, initial_s=0.01, max_backoff_s=0.05)
@@ -233,10 +233,12 @@ async def test_lease_is_renewed_in_the_background_and_exit_releases_the_owner() 
         _client(url, owner="run-x", lease_s=1, retry=retry) as client,
     ):
         assert script.count("PUT /v1/owners/run-x/lease") == 1  # renewed on entry
-        deadline = time.monotonic() + 5
-        while script.count("PUT /v1/owners/run-x/lease") < 5:
-            assert time.monotonic() < deadline, "renewals stopped after failures"
-            await asyncio.sleep(0.05)
+        await wait_until_async(
+            lambda: script.count("PUT /v1/owners/run-x/lease") >= 5,
+            timeout_s=5,
+            interval_s=0.05,
+            what="renewals to go on after failures",
+        )
         assert client.owner == "run-x"
     release = [r for k, r, _ in script.seen if k == "DELETE /v1/sandboxes"]
     assert len(release) == 1 and release[0].query["owner"] == "run-x"

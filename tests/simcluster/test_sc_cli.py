@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import Kubectl
 
 from simcluster.profile import ProfileError, builtin_profiles, load_profile
+from tests.support.kubectl import Kubectl
+from tests.support.wait import wait_until
 
 
 def test_paper_burst_profile_carries_the_design_numbers() -> None:
@@ -61,11 +61,17 @@ def test_up_prints_kubeconfig_and_ctrl_c_stops_everything(tmp_path: Path) -> Non
     )
     try:
         assert proc.stdout is not None
-        lines = []
-        deadline = time.monotonic() + 30
-        while not any("export KUBECONFIG" in line for line in lines):
-            assert time.monotonic() < deadline, lines
-            lines.append(proc.stdout.readline())
+        lines: list[str] = []
+
+        def printed_kubeconfig() -> bool:
+            assert proc.stdout is not None
+            lines.append(proc.stdout.readline())  # blocks until a line (or the end) comes
+            if proc.poll() is not None:
+                pytest.fail(f"simcluster exited with {proc.returncode}: {lines}")
+            assert "export KUBECONFIG" in lines[-1], lines[-3:]
+            return True
+
+        wait_until(printed_kubeconfig, timeout_s=30, interval_s=0.001)
         assert any("nodes ready: 3/3" in line for line in lines)
         kubectl = Kubectl(tmp_path / "kubeconfig")
         assert kubectl.run("get", "nodes").stdout.count("Ready") == 3

@@ -4,16 +4,16 @@ clients: 429 with Retry-After for the over-budget flow only, request counters by
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import httpx
-from conftest import admin_http
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from simcluster.apiserver import ServerSettings, service_account_user
 from simcluster.embedded import EmbeddedCluster
+from tests.support.kubectl import admin_http
+from tests.support.wait import wait_until
 
 FLOW = {
     "levels": {"sandman": {"mutating": {"rate": 5, "burst": 5}, "max_queue_wait_s": 0.0}},
@@ -132,11 +132,6 @@ def test_abandoned_watch_is_released() -> None:
             http.stream("GET", "/api/v1/pods", params={"watch": "1"}) as r,
         ):
             assert r.status_code == 200
-            deadline = time.monotonic() + 5
-            while len(store.all_watchers()) == before:
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-        deadline = time.monotonic() + 5
-        while len(store.all_watchers()) != before:  # the client hung up: the server lets go
-            assert time.monotonic() < deadline, "watcher still registered"
-            time.sleep(0.02)
+            wait_until(lambda: len(store.all_watchers()) > before, timeout_s=5)
+        # the client hung up: the server lets go
+        wait_until(lambda: len(store.all_watchers()) == before, timeout_s=5)

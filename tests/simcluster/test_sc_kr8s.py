@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -18,6 +18,7 @@ from kr8s.asyncio.objects import ConfigMap, Namespace, Pod, ResourceQuota
 
 from simcluster.apiserver import ServerSettings, service_account_user
 from simcluster.embedded import EmbeddedCluster
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -317,7 +318,7 @@ async def test_owner_deletion_collects_dependents(api: kr8s.asyncio.Api) -> None
     async def no_pods() -> bool:
         return not [p async for p in api.async_get("pods", namespace="t")]
 
-    await eventually(no_pods)
+    await wait_until_async(no_pods, timeout_s=5, interval_s=0.05)
     keeper = await ConfigMap({"metadata": {"name": "keeper", "namespace": "t"}}, api=api)
     await keeper.create()
     spec = pod_spec("orphan")
@@ -329,13 +330,4 @@ async def test_owner_deletion_collects_dependents(api: kr8s.asyncio.Api) -> None
         orphan = await Pod.get("orphan", namespace="t", api=api)
         return not orphan.metadata.get("ownerReferences")
 
-    await eventually(orphaned)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], attempts: int = 100) -> None:
-    """Poll ``check`` every 50 ms (5 s by default)."""
-    for _ in range(attempts):
-        if await check():
-            return
-        await anyio.sleep(0.05)
-    raise AssertionError(f"{check.__name__} did not become true")
+    await wait_until_async(orphaned, timeout_s=5, interval_s=0.05)

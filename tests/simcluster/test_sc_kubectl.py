@@ -4,11 +4,15 @@ and the error Status objects kubectl prints."""
 
 from __future__ import annotations
 
-import os
+import re
 import subprocess
-import time
 
-from conftest import Kubectl, admin_http, kubectl_path
+import httpx
+import pytest
+
+from simcluster.embedded import EmbeddedCluster
+from tests.support.kubectl import Kubectl, admin_http
+from tests.support.wait import wait_until
 
 MANIFEST = """
 apiVersion: v1
@@ -369,29 +373,67 @@ def test_server_side_apply_approximation(kubectl: Kubectl) -> None:
     assert "pod updates may not change fields" in refused.stderr
 
 
-def test_watch_and_429_retry_after(kubectl: Kubectl) -> None:
-    """`kubectl get -w` streams Table rows; injected 429s with Retry-After are retried by
-    client-go, so kubectl still succeeds."""
+def requests_served(http: httpx.Client, **labels: str) -> float:
+    """The sum of simcluster's ``apiserver_request_total`` samples matching ``labels``, read
+    from its /metrics endpoint."""
+    total = 0.0
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            found = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            if all(found.get(k) == v for k, v in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_watch_and_429_retry_after(cluster: EmbeddedCluster, kubectl: Kubectl) -> None:
+    """`kubectl get -w` streams Table rows; a 429 with Retry-After is retried by client-go, so
+    kubectl still succeeds."""
+    assert cluster.server is not None
     kubectl.run("apply", "-f", "-", stdin=MANIFEST.split("---")[0])
-    env = dict(os.environ, KUBECONFIG=str(kubectl.kubeconfig))
-    with subprocess.Popen(
-        [kubectl_path(), "-n", "demo", "get", "pods", "-w", "--request-timeout=3s"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
+    watchers = cluster.server.store.all_watchers
+    before = len(watchers())
+    with kubectl.popen(
+        "-n", "demo", "get", "pods", "-w", "--request-timeout=10s", stdout=subprocess.PIPE
     ) as watcher:
-        time.sleep(1.0)
+        stdout = watcher.stdout
+        assert stdout is not None
+        # w1 must arrive through the watch, not in the list before it
+        wait_until(lambda: len(watchers()) > before, what="kubectl's watch to be registered")
         kubectl.run("-n", "demo", "run", "w1", "--image=busybox:1")
-        out, _ = watcher.communicate(timeout=20)
-    assert out.splitlines()[0].split()[:3] == ["NAME", "READY", "STATUS"]
-    assert any(line.startswith("w1 ") and "Pending" in line for line in out.splitlines())
+        lines: list[str] = []
+
+        def streamed() -> bool:  # a blocking read, bounded by kubectl's --request-timeout
+            lines.append(stdout.readline())
+            if not lines[-1]:
+                pytest.fail(f"the watch ended without w1: {lines}")
+            return lines[-1].startswith("w1 ") and "Pending" in lines[-1]
+
+        wait_until(streamed, timeout_s=10, interval_s=0.001)
+        watcher.terminate()  # the row came while the watch was open
+    assert lines[0].split()[:3] == ["NAME", "READY", "STATUS"]
     fault = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: f, namespace: demo}\n"
+    refused = {"code": "429", "resource": "configmaps", "verb": "create", "user": "admin"}
     with admin_http(kubectl.kubeconfig) as http:
+        # Every create is refused until one 429 has been served, then none: kubectl succeeds
+        # only if client-go waited out the Retry-After and sent the create again.
         http.post(
-            "/admin/faults", json={"kind": "api-errors", "verb": "create", "rate": 0.6, "code": 429}
+            "/admin/faults", json={"kind": "api-errors", "verb": "create", "rate": 1.0, "code": 429}
         )
-        t0 = time.monotonic()
-        kubectl.run("create", "-f", "-", stdin=fault)  # retried after Retry-After: 1
-        assert kubectl.json("-n", "demo", "get", "cm", "f")["metadata"]["name"] == "f"
-        http.post("/admin/faults", json={"kind": "clear"})
-    assert time.monotonic() - t0 < 25
+        with kubectl.popen(
+            "create", "-f", "-", stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        ) as creating:
+            assert creating.stdin is not None and creating.stdout is not None
+            creating.stdin.write(fault)
+            creating.stdin.close()
+            try:
+                served = wait_until(
+                    lambda: requests_served(http, **refused), what="a 429 served to the create"
+                )
+            finally:
+                http.post("/admin/faults", json={"kind": "clear"})
+            assert creating.wait(timeout=20) == 0  # its error, if any, is in the captured stderr
+            assert creating.stdout.read().strip() == "configmap/f created"
+        assert served >= 1
+        created = requests_served(http, code="201", resource="configmaps", verb="create")
+        assert created == 1
+    assert kubectl.json("-n", "demo", "get", "cm", "f")["metadata"]["name"] == "f"

@@ -5,8 +5,7 @@ in node.status.images, the per-node creation rate, graceful deletion, node fault
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -17,6 +16,7 @@ from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from simcluster.kubelet.images import PullSettings
 from simcluster.kubelet.settings import NodeSettings
+from tests.support.wait import wait_until
 
 NODE = NodeSettings(
     cpu="1",
@@ -40,17 +40,6 @@ def sim() -> Iterator[tuple[EmbeddedCluster, client.CoreV1Api]]:
         v1 = client.CoreV1Api(ac)
         v1.create_namespace({"metadata": {"name": "t"}})
         yield cluster, v1
-
-
-def wait_for(fn: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 def pod(name: str, image: str = "present:1", cpu: str = "100m") -> dict:
@@ -97,21 +86,28 @@ def test_nodes_register_with_capacity_and_leases(
     with config.new_client_from_config(config_file=str(cluster.kubeconfig)) as ac:
         coord = client.CoordinationV1Api(ac)
         first = coord.read_namespaced_lease("node-0", "kube-node-lease").spec.renew_time
-        wait_for(
+        wait_until(
             lambda: (
                 coord.read_namespaced_lease("node-0", "kube-node-lease").spec.renew_time != first
             ),
-            5,
+            timeout_s=5,
         )
 
 
 def test_bound_pod_runs_and_deletes(sim: tuple[EmbeddedCluster, client.CoreV1Api]) -> None:
     _, v1 = sim
     v1.create_namespaced_pod("t", pod("a"))
-    time.sleep(0.2)
-    assert phase(v1, "a") == "Pending"  # unbound: no kubelet touches it
+    # Unbound, no kubelet touches it. Witnesses created after it, one bound to each node:
+    # once both run, each kubelet has handled what it was sent after "a" was created.
+    for node in ("node-0", "node-1"):
+        v1.create_namespaced_pod("t", pod(f"witness-{node}", cpu="10m"))
+        bind(v1, f"witness-{node}", node)
+    for node in ("node-0", "node-1"):
+        wait_until(lambda node=node: phase(v1, f"witness-{node}") == "Running")
+    assert phase(v1, "a") == "Pending"
+    assert v1.read_namespaced_pod("a", "t").status.container_statuses is None
     bind(v1, "a", "node-1")
-    wait_for(lambda: phase(v1, "a") == "Running")
+    wait_until(lambda: phase(v1, "a") == "Running")
     p = v1.read_namespaced_pod("a", "t")
     assert p.status.pod_ip.startswith("127.1.1.")  # node index 1's loopback /24
     assert p.status.host_ip == "127.1.1.1"
@@ -122,7 +118,7 @@ def test_bound_pod_runs_and_deletes(sim: tuple[EmbeddedCluster, client.CoreV1Api
     }  # fmt: skip
     assert p.status.container_statuses[0].state.running.started_at
     v1.delete_namespaced_pod("a", "t")  # graceful: the kubelet stops it, then removes it
-    wait_for(lambda: not v1.list_namespaced_pod("t", field_selector="metadata.name=a").items)
+    wait_until(lambda: not v1.list_namespaced_pod("t", field_selector="metadata.name=a").items)
 
 
 def test_admission_rejects_like_the_kubelet(sim: tuple[EmbeddedCluster, client.CoreV1Api]) -> None:
@@ -130,24 +126,24 @@ def test_admission_rejects_like_the_kubelet(sim: tuple[EmbeddedCluster, client.C
     for name in ("big1", "big2"):
         v1.create_namespaced_pod("t", pod(name, cpu="600m"))
         bind(v1, name, "node-0")
-    wait_for(lambda: phase(v1, "big2") == "Failed")
+    wait_until(lambda: phase(v1, "big2") == "Failed")
     failed = v1.read_namespaced_pod("big2", "t").status
     assert failed.reason == "OutOfcpu"
     assert failed.message == (
         "Pod was rejected: Node didn't have enough resource: cpu, "
         "requested: 600, used: 600, capacity: 1000"
     )
-    wait_for(lambda: phase(v1, "big1") == "Running")
+    wait_until(lambda: phase(v1, "big1") == "Running")
     for name in ("s1", "s2", "s3"):
         v1.create_namespaced_pod("t", pod(name, cpu="10m"))
         bind(v1, name, "node-0")
-    wait_for(lambda: phase(v1, "s3") == "Failed")
+    wait_until(lambda: phase(v1, "s3") == "Failed")
     assert v1.read_namespaced_pod("s3", "t").status.reason == "OutOfpods"
     picky = pod("picky", cpu="10m")
     picky["spec"]["nodeSelector"] = {"disk": "ssd"}  # node-1 has no such label
     v1.create_namespaced_pod("t", picky)
     bind(v1, "picky", "node-1")
-    wait_for(lambda: phase(v1, "picky") == "Failed")
+    wait_until(lambda: phase(v1, "picky") == "Failed")
     assert v1.read_namespaced_pod("picky", "t").status.reason == "NodeAffinity"
 
 
@@ -156,23 +152,23 @@ def test_image_pull_and_creation_rate(sim: tuple[EmbeddedCluster, client.CoreV1A
     t0 = time.monotonic()
     v1.create_namespaced_pod("t", pod("pull", image="absent:2"))
     bind(v1, "pull", "node-1")
-    wait_for(lambda: phase(v1, "pull") == "Running")
+    wait_until(lambda: phase(v1, "pull") == "Running")
     assert time.monotonic() - t0 >= 0.3  # pull latency
-    images = wait_for(
+    images = wait_until(
         lambda: [
             i.names[0] for i in v1.read_node("node-1").status.images if "absent" in i.names[0]
         ],
-        5,
+        timeout_s=5,
     )
     assert images == ["docker.io/library/absent:2"]
     # 3 pods (maxPods) with a 5/s creation rate after a burst of 1: >= 0.4 s to start all
     v1.delete_namespaced_pod("pull", "t", grace_period_seconds=0)
-    wait_for(lambda: not v1.list_namespaced_pod("t").items)
+    wait_until(lambda: not v1.list_namespaced_pod("t").items)
     t0 = time.monotonic()
     for i in range(3):
         v1.create_namespaced_pod("t", pod(f"r{i}", cpu="10m"))
         bind(v1, f"r{i}", "node-1")
-    wait_for(lambda: all(phase(v1, f"r{i}") == "Running" for i in range(3)))
+    wait_until(lambda: all(phase(v1, f"r{i}") == "Running" for i in range(3)))
     assert time.monotonic() - t0 >= 0.35
     assert cluster.server is not None
     metrics = cluster.server.metrics.render().decode()
@@ -192,7 +188,7 @@ def test_an_image_that_does_not_exist_fails_to_pull(
         statuses = v1.read_namespaced_pod("ghost", "t").status.container_statuses or []
         return statuses and statuses[0].state.waiting
 
-    state = wait_for(waiting)
+    state = wait_until(waiting)
     assert state.reason == "ErrImagePull" and "not found" in state.message
     assert phase(v1, "ghost") == "Pending"  # as in Kubernetes: not Failed, never Running
     v1.delete_namespaced_pod("ghost", "t", grace_period_seconds=0)
@@ -211,14 +207,14 @@ def test_node_faults(sim: tuple[EmbeddedCluster, client.CoreV1Api]) -> None:
     with http:
         v1.create_namespaced_pod("t", pod("victim"))
         bind(v1, "victim", "node-0")
-        wait_for(lambda: phase(v1, "victim") == "Running")
+        wait_until(lambda: phase(v1, "victim") == "Running")
         assert (
             http.post(
                 "/admin/faults", json={"kind": "evict", "namespace": "t", "name": "victim"}
             ).status_code
             == 200
         )
-        st = wait_for(
+        st = wait_until(
             lambda: (s := v1.read_namespaced_pod("victim", "t").status).phase == "Failed" and s
         )
         assert st.reason == "Evicted"
@@ -233,7 +229,7 @@ def test_node_faults(sim: tuple[EmbeddedCluster, client.CoreV1Api]) -> None:
         v1.create_namespaced_pod_eviction(
             "api-evicted", "t", eviction, _preload_content=False
         ).release_conn()
-        wait_for(
+        wait_until(
             lambda: (
                 not v1.list_namespaced_pod("t", field_selector="metadata.name=api-evicted").items
             )
@@ -244,7 +240,7 @@ def test_node_faults(sim: tuple[EmbeddedCluster, client.CoreV1Api]) -> None:
         assert n1.spec.taints[0].key == "node.kubernetes.io/unreachable"
         v1.create_namespaced_pod("t", pod("lost"))
         bind(v1, "lost", "node-1")
-        wait_for(lambda: phase(v1, "lost") == "Running")
+        wait_until(lambda: phase(v1, "lost") == "Running")
         r = http.post("/admin/faults", json={"kind": "node-delete", "node": "node-1"})
         assert r.json()["pods_lost"] == 1
         assert [n.metadata.name for n in v1.list_node().items] == ["node-0"]
@@ -270,4 +266,4 @@ def test_kubelets_survive_dropped_and_expired_watches(
             name = f"after-{i}"
             v1.create_namespaced_pod("t", pod(name))
             bind(v1, name, f"node-{i}")
-            wait_for(lambda name=name: phase(v1, name) == "Running")
+            wait_until(lambda name=name: phase(v1, name) == "Running")

@@ -8,7 +8,6 @@ import time
 import anyio
 import kr8s.asyncio
 import pytest
-from conftest import FAST, inject, pod
 from kr8s.asyncio.objects import Pod
 
 from kube import (
@@ -30,6 +29,8 @@ from kube import (
     from_kr8s,
 )
 from simcluster.embedded import EmbeddedCluster
+from tests.support.kube import FAST, inject
+from tests.support.pods import pod
 
 pytestmark = pytest.mark.anyio
 

@@ -10,13 +10,15 @@ from contextlib import asynccontextmanager
 
 import anyio
 import pytest
-from conftest import FAST, eventually, inject, pod
 
 from kube import LEASES, PODS, KubeClient, Timeouts
 from kube.cache import Obj
 from kube.informer import Handlers, Informer, InformerSettings
 from simcluster.apiserver import ServerSettings
 from simcluster.embedded import EmbeddedCluster
+from tests.support.kube import FAST, inject
+from tests.support.pods import pod
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +35,7 @@ async def running(inf: Informer) -> AsyncIterator[Informer]:
         tg.start_soon(inf.run)
         with anyio.fail_after(10):
             await inf.wait_synced()
-        await eventually(lambda: inf.stats.lists > lists)
+        await wait_until_async(lambda: inf.stats.lists > lists)
         yield inf
         tg.cancel_scope.cancel()
 
@@ -75,7 +77,7 @@ async def test_list_watch_indexes_and_handlers(client: KubeClient) -> None:
         await client.create(PODS, pod("new"), "default")
         await client.patch(PODS, "new", {"metadata": {"labels": {"a": "b"}}}, "default")
         await client.delete(PODS, "p0", "default", grace_period_s=0)
-        await eventually(lambda: len(log) == 3)
+        await wait_until_async(lambda: len(log) == 3)
         assert log == [("add", "new"), ("update", "new"), ("delete", "p0")]
         assert inf.cache.get("default/new")["metadata"]["labels"] == {"a": "b"}  # type: ignore[index]
         assert [o["metadata"]["name"] for o in inf.cache.by_index("node", "n1")] == ["p1"]
@@ -86,7 +88,7 @@ async def test_dropped_watch_resumes_without_relist(client: KubeClient) -> None:
     async with running(inf):
         await inject(client, kind="drop-watches")
         await client.create(PODS, pod("after-drop"), "default")
-        await eventually(lambda: "default/after-drop" in inf.cache)
+        await wait_until_async(lambda: "default/after-drop" in inf.cache)
         assert inf.stats.lists == 1
         assert inf.stats.watches >= 2
 
@@ -95,11 +97,11 @@ async def test_forced_410_relists(client: KubeClient) -> None:
     inf = Informer(client, PODS, namespace="default")
     async with running(inf):
         await client.create(PODS, pod("before"), "default")
-        await eventually(lambda: "default/before" in inf.cache)
+        await wait_until_async(lambda: "default/before" in inf.cache)
         await inject(client, kind="expire-watches")
-        await eventually(lambda: inf.stats.relists_on_gone == 1)
+        await wait_until_async(lambda: inf.stats.relists_on_gone == 1)
         await client.create(PODS, pod("after"), "default")
-        await eventually(lambda: "default/after" in inf.cache)
+        await wait_until_async(lambda: "default/after" in inf.cache)
         assert inf.stats.lists == 2
         assert set(inf.cache.list_keys()) == {"default/before", "default/after"}
 
@@ -127,7 +129,9 @@ async def test_bookmarks_advance_the_resume_point(client: KubeClient) -> None:
         # Writes to another resource move the store's resourceVersion; only bookmarks can
         # tell this informer about it.
         await client.create(LEASES, {"metadata": {"name": "x"}, "spec": {}}, "default")
-        await eventually(lambda: inf.stats.bookmarks > 0 and int(inf.resource_version) > start)
+        await wait_until_async(
+            lambda: inf.stats.bookmarks > 0 and int(inf.resource_version) > start
+        )
         assert inf.stats.events == 0
 
 
@@ -137,10 +141,10 @@ async def test_idle_stream_is_restarted(cluster: EmbeddedCluster) -> None:
     async with await KubeClient.connect(settings, kubeconfig=str(cluster.kubeconfig)) as c:
         inf = Informer(c, PODS, namespace="default")
         async with running(inf):
-            await eventually(lambda: inf.stats.watches >= 3)
+            await wait_until_async(lambda: inf.stats.watches >= 3)
             assert inf.stats.lists == 1 and inf.stats.errors >= 2
             await c.create(PODS, pod("still-watching"), "default")
-            await eventually(lambda: "default/still-watching" in inf.cache)
+            await wait_until_async(lambda: "default/still-watching" in inf.cache)
 
 
 async def test_client_side_filter_drops_and_removes(client: KubeClient) -> None:
@@ -157,7 +161,7 @@ async def test_client_side_filter_drops_and_removes(client: KubeClient) -> None:
         assert inf.cache.list_keys() == ["default/kept"]
         await client.create(PODS, pod("watched-dropped", x="drop"), "default")
         await client.patch(PODS, "kept", {"metadata": {"labels": {"x": "drop"}}}, "default")
-        await eventually(lambda: len(inf.cache) == 0)
+        await wait_until_async(lambda: len(inf.cache) == 0)
         await client.create(PODS, pod("later"), "default")
-        await eventually(lambda: "default/later" in inf.cache)
+        await wait_until_async(lambda: "default/later" in inf.cache)
         assert log == [("add", "kept"), ("delete", "kept"), ("add", "later")]

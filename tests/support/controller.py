@@ -1,6 +1,7 @@
-"""Test harness: a simulated cluster with nodes and the controller's parts run in-process
-against it, with the controller authenticated as its own service account so simcluster's
-``apiserver_request_total`` counts its writes separately from the test's."""
+"""The controller's parts run in-process against a simulated cluster with nodes, the
+controller authenticated as its own service account so simcluster's
+``apiserver_request_total`` counts its writes separately from the test's; and what tests
+read back: the sandboxes, how many are bound, and the writes each user made."""
 
 from __future__ import annotations
 
@@ -11,8 +12,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from conftest import FAST, pod
-
 from controller.binder import Binder, BinderSettings
 from controller.gc import GarbageCollector, GCSettings
 from controller.metrics import ControllerMetrics
@@ -20,11 +19,50 @@ from controller.replace import Replacer
 from controller.view import ClusterView, ViewSettings
 from kube import PODS, AlreadyExists, KubeClient, ServerError
 from scheduler import Scheduler, SchedulerSettings
+from simcluster.apiserver import ServerSettings
+from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
+from simcluster.kubelet.settings import NodeSettings
+from tests.support.kube import FAST
+from tests.support.pods import pod
+
+__all__ = [
+    "CONTROLLER_SA",
+    "CONTROLLER_USER",
+    "VIEW",
+    "Running",
+    "bound",
+    "cluster_of",
+    "controller",
+    "create_sandboxes",
+    "sandboxes",
+    "server_requests",
+    "writes_by",
+]
 
 CONTROLLER_SA = "sandman-system/controller"
 CONTROLLER_USER = "system:serviceaccount:sandman-system:controller"
 VIEW = ViewSettings()  # unbound pods selected server-side (`spec.nodeName=`), as in production
+
+
+def cluster_of(nodes: int, cpu: str = "16", foreign: float = 0.3) -> ClusterSettings:
+    """``nodes`` nodes of ``cpu`` CPUs, a ``foreign`` share of each held by other tenants, and
+    a kubeconfig ``controller`` for the controller's service account."""
+    return ClusterSettings(
+        server=ServerSettings(bookmark_interval_s=1.0),
+        nodes=nodes,
+        node=NodeSettings(cpu=cpu, memory="64Gi", max_pods=110),
+        foreign_fraction=foreign,
+        service_account_kubeconfigs=(("controller", CONTROLLER_SA),),
+    )
+
+
+async def sandboxes(client: KubeClient) -> list[dict]:
+    return (await client.list(PODS, "default", label_selector="app=sandbox"))["items"]
+
+
+def bound(pods: list[dict]) -> int:
+    return sum(1 for p in pods if p["spec"].get("nodeName"))
 
 
 @dataclass
