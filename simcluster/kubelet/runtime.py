@@ -6,7 +6,8 @@ The interface is deliberately small so a ``cri`` runtime (real containerd over i
 can plug in later:
 
 - ``start(sandbox)``: run every container of the sandbox; raise ``RuntimeStartError`` if one
-  cannot start (the kubelet reports the pod Failed with the error's reason).
+  cannot start (the kubelet leaves the pod Pending with the containers waiting on the error's
+  reason, e.g. ``CreateContainerError``, as the real kubelet does).
 - ``probe(sandbox, container)``: one readiness check now (True = ready).
 - ``exited(sandbox)``: ``(container, exit code)`` of a container that has stopped, else None.
 - ``stop(sandbox, grace_s)``: SIGTERM, wait up to the grace period, SIGKILL; idempotent.
