@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from simcluster.kubelet.runtime import Container, RuntimeStartError, Sandbox
 
@@ -99,6 +100,7 @@ class ProcessRuntime:
         self._base = _bwrap_base() if settings.bubblewrap else []
         self._pod_dir = settings.pod_dir or settings.log_dir.parent / "pods"
         self._procs: dict[str, list[tuple[str, asyncio.subprocess.Process]]] = {}
+        self._closed = False
         settings.log_dir.mkdir(parents=True, exist_ok=True)
 
     def read_log(self, namespace: str, pod: str, container: str) -> bytes:
@@ -150,18 +152,15 @@ class ProcessRuntime:
             env.setdefault("HOSTNAME", sandbox.name)
             with log.open("ab") as out:
                 try:
-                    proc = await asyncio.create_subprocess_exec(
-                        *self._argv(sandbox, c),
-                        stdin=asyncio.subprocess.DEVNULL,
-                        stdout=out,
-                        stderr=asyncio.subprocess.STDOUT,
-                        env=env,
-                        cwd=c.working_dir or "/" if not self._base else None,
-                        start_new_session=True,
-                    )
+                    proc = await _spawn(self._argv(sandbox, c), out, env, c.working_dir, self._base)
                 except OSError as e:
                     raise RuntimeStartError("StartError", f"container {c.name}: {e}") from e
             procs.append((c.name, proc))
+            if self._closed or self._procs.get(sandbox.uid) is not procs:
+                # Stopped (or the runtime closed) while this pod was starting: what it
+                # started must not outlive it.
+                await _kill_all(procs)
+                raise RuntimeStartError("StartError", f"pod {sandbox.name} stopped while starting")
 
     async def probe(self, sandbox: Sandbox, container: Container) -> bool:
         if sandbox.virtual:
@@ -190,12 +189,42 @@ class ProcessRuntime:
                 await proc.wait()
 
     async def close(self) -> None:
+        self._closed = True
         for uid in list(self._procs):
-            procs = self._procs.pop(uid)
-            for _, proc in procs:
-                _signal(proc, signal.SIGKILL)
-            for _, proc in procs:
-                await proc.wait()
+            await _kill_all(self._procs.pop(uid))
+
+
+async def _spawn(
+    argv: list[str], out: IO[bytes], env: dict[str, str], workdir: str | None, base: list[str]
+) -> asyncio.subprocess.Process:
+    """Start one container's process in a session of its own. A start cancelled by a shutdown
+    (the kubelet's task) still waits for the fork and kills what it forked: a process nobody
+    holds a handle to would outlive its cluster and answer on a pod address the next cluster
+    on this machine hands out again."""
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
+            cwd=workdir or "/" if not base else None,
+            start_new_session=True,
+        )
+    )
+    try:
+        return await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        with contextlib.suppress(OSError):
+            await _kill_all([("", await spawn)])
+        raise
+
+
+async def _kill_all(procs: list[tuple[str, asyncio.subprocess.Process]]) -> None:
+    for _, proc in procs:
+        _signal(proc, signal.SIGKILL)
+    for _, proc in procs:
+        await proc.wait()
 
 
 def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:
