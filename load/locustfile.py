@@ -34,7 +34,7 @@ from locust.env import Environment
 from locust.exception import StopUser
 
 from load.shapes import make_shape
-from sandman.wire.facade import DEFAULT_CLASS
+from sandman.wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S
 
 __all__ = ["RolloutUser", "SandmanShape", "TrainerStepUser"]
 
@@ -102,7 +102,7 @@ class _SandmanUser(FastHttpUser):
             "image": self.o.image,
             "class": self.o.sandbox_class,
             "owner": self.owner,
-            "ttl_s": 3600,
+            "ttl_s": DEFAULT_TTL_S,
             "idle_timeout_s": None,
             "env": {},
             "labels": {"load": "locust"},
