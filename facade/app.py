@@ -40,6 +40,13 @@ class FacadeSettings:
     #: Largest JSON body of a control request (creates, batches); tool-call bodies stream
     #: to the daemon, which enforces its own caps.
     max_body_bytes: int = 1 << 20
+    #: An idle keep-alive connection from a trainer is closed after this long (s). Clients
+    #: must close theirs first (the SDK's pool keeps idle connections for less), or a request
+    #: sent just as the facade closes the connection fails with a reset.
+    keepalive_timeout_s: float = 75.0
+    #: At stop, requests still running after waits were ended (tool calls, creates) get this
+    #: long (s) to finish before they are cancelled.
+    shutdown_grace_s: float = 5.0
     client: ClientSettings = field(
         default_factory=lambda: ClientSettings(
             qps=1000.0, burst=2000, user_agent="sandman-facade/0.1"
@@ -96,7 +103,13 @@ class Facade:
         )
         app = web.Application(client_max_size=s.max_body_bytes, middlewares=[handlers.observe])
         app.add_routes(handlers.routes())
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=s.keepalive_timeout_s,
+            shutdown_timeout=s.shutdown_grace_s,
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, s.host, s.port)
         await site.start()
@@ -137,6 +150,9 @@ class Facade:
             )
 
     async def stop(self) -> None:
+        """End parked waits (each answers 503 ``facade_stopping``), stop listening, give
+        running requests ``shutdown_grace_s``, then stop the watches and the clients."""
+        self.index.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -28,7 +28,7 @@ import yaml
 
 from sandman.wire.facade import DEFAULT_CLASS
 
-from .podspec import DaemonDelivery, SandboxClass
+from .podspec import LABEL_VALUE, DaemonDelivery, SandboxClass
 from .tenancy import TenancyError, TenantDirectory
 from .tokens import MIN_SECRET_BYTES, TokenMinter
 
@@ -122,6 +122,8 @@ def _classes(entries: Any) -> dict[str, SandboxClass]:
             )
         except (TypeError, ValueError) as e:
             raise ConfigError(f"classes[{i}]: {e}") from e
+        if not LABEL_VALUE.search(c.name) or not c.name:
+            raise ConfigError(f"classes[{i}]: name {c.name!r} is not a label value")
         if c.name in classes:
             raise ConfigError(f"classes[{i}]: duplicate class {c.name!r}")
         classes[c.name] = c

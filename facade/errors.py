@@ -21,13 +21,21 @@ __all__ = ["FacadeError", "error_response", "from_kube_error"]
 
 class FacadeError(Exception):
     def __init__(
-        self, status: int, reason: str, message: str, *, retry_after_s: float | None = None
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        *,
+        retry_after_s: float | None = None,
+        allow: tuple[str, ...] = (),
     ) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
         self.retry_after_s = retry_after_s
+        #: A 405's methods that are allowed (its ``Allow`` header, RFC 9110).
+        self.allow = allow
 
 
 def from_kube_error(e: KubeError, doing: str) -> FacadeError:
@@ -53,6 +61,8 @@ def error_response(exc: FacadeError) -> web.Response:
     headers = {}
     if exc.retry_after_s is not None:
         headers["Retry-After"] = str(max(1, round(exc.retry_after_s)))
+    if exc.allow:
+        headers["Allow"] = ", ".join(exc.allow)
     body = json.dumps({"error": {"reason": exc.reason, "message": exc.message}})
     return web.Response(
         status=exc.status, text=body, content_type="application/json", headers=headers

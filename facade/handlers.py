@@ -1,9 +1,10 @@
 """HTTP handlers of the facade: decode and validate, authenticate, call the service, encode.
 
 Every failure leaves as ``{"error": {"reason", "message"}}`` with a fitting status: a bad
-body is a 400 naming the field (msgspec validates while decoding), an oversized one a 413,
-an unknown route a 404, and an unexpected exception a 500 ``internal`` that is logged with
-its traceback — never a hung connection or an HTML error page.
+body, query or path parameter is a 400 naming it (decoded with the route table's wire models,
+facade/params.py), an oversized body a 413, an unknown route a 404, a method the route does
+not have a 405 with ``Allow``, and an unexpected exception a 500 ``internal`` that is logged
+with its traceback — never a hung connection or an HTML error page.
 """
 
 from __future__ import annotations
@@ -11,19 +12,31 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import msgspec
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from sandman.wire.facade import ClassInfo, ClassList, CreateBatch, CreateSandbox, LeaseRenewal
+from sandman.wire.facade import (
+    ClassInfo,
+    ClassList,
+    CreateBatch,
+    CreateSandbox,
+    GetQuery,
+    LeaseRenewal,
+    ListQuery,
+    OwnerQuery,
+)
 
 from .errors import FacadeError, error_response
 from .index import SandboxIndex
 from .metrics import FacadeMetrics
+from .params import decode_body, decode_headers, decode_path, decode_query
+from .paths import proxied_call
 from .proxy import DaemonProxy
-from .routes import PROXIED, ROUTES, render
+from .routes import IDEMPOTENCY_KEY, ROUTES, FacadeRoute, render
 from .service import SandboxService
 from .tenancy import Tenant, TenantDirectory
 
@@ -32,9 +45,9 @@ __all__ = ["FacadeHandlers"]
 log = logging.getLogger("facade")
 T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-TENANT = "sandman.tenant"
 _PUBLIC = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
-_PROXY_PATH = "/v1/sandboxes/{id}/{tail:(?:" + "|".join(PROXIED) + ")(?:/.*)?}"
+#: Every tail: facade/paths.py decides what is a daemon operation (400/404/405 otherwise).
+_PROXY_PATH = "/v1/sandboxes/{id}/{tail:.+}"
 
 
 def _json(obj: Any, status: int = 200) -> web.Response:
@@ -43,23 +56,18 @@ def _json(obj: Any, status: int = 200) -> web.Response:
     )
 
 
-async def _decode(request: web.Request, model: type[T]) -> T:
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge as e:
-        limit = request.app._client_max_size
-        raise FacadeError(413, "body_too_large", f"request body over {limit} bytes") from e
-    try:
-        return msgspec.json.decode(raw or b"{}", type=model)
-    except msgspec.ValidationError as e:
-        raise FacadeError(400, "invalid_request", str(e)) from e
-    except msgspec.DecodeError as e:
-        raise FacadeError(400, "invalid_json", f"the body is not valid JSON: {e}") from e
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A request to one of the facade's own operations, authenticated and decoded by its
+    route's row before the handler runs (handlers take ``(request, call)``)."""
+
+    tenant: Tenant
+    query: Any = None  # the route's query model, or None
+    path: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, Any] = field(default_factory=dict)
 
 
-def _tenant(request: web.Request) -> Tenant:
-    tenant: Tenant = request[TENANT]
-    return tenant
+CallHandler = Callable[[web.Request, Call], Awaitable[web.StreamResponse]]
 
 
 class FacadeHandlers:
@@ -80,7 +88,7 @@ class FacadeHandlers:
         self.ready = ready
 
     def routes(self) -> list[web.AbstractRouteDef]:
-        table = [web.route(r.method, r.path, getattr(self, r.handler)) for r in ROUTES]
+        table = [web.route(r.method, r.path, self._decoding(r)) for r in ROUTES]
         return [
             *table,
             web.route("*", _PROXY_PATH, self.forward),
@@ -89,6 +97,25 @@ class FacadeHandlers:
             web.get("/metrics", self.prometheus),
             web.get("/openapi.json", self.openapi),
         ]
+
+    def _decoding(self, route: FacadeRoute) -> Handler:
+        """The route's handler, called once the caller is authenticated (401) and the
+        parameters are decoded (400s), both before it runs."""
+        handler: CallHandler = getattr(self, route.handler)
+
+        async def decoded(request: web.Request) -> web.StreamResponse:
+            tenant = self._authenticate(request)
+            if route.query_model is None and request.query:
+                raise FacadeError(400, "unknown_parameter", f"{route.path} takes no query")
+            call = Call(
+                tenant=tenant,
+                query=decode_query(request, route.query_model) if route.query_model else None,
+                path=decode_path(request, route.path_types),
+                headers=decode_headers(request, route.header_types),
+            )
+            return await handler(request, call)
+
+        return decoded
 
     # --- middlewares ----------------------------------------------------------------------
     @web.middleware
@@ -105,17 +132,21 @@ class FacadeHandlers:
 
     async def _guarded(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
-            if request.path not in _PUBLIC:
-                request[TENANT] = self._authenticate(request)
             return await handler(request)
         except FacadeError as e:
             return error_response(e)
         except web.HTTPException as e:
             if e.status < 400:
                 raise
+            if request.path not in _PUBLIC:  # no route: still 401 before 404/405
+                try:
+                    self._authenticate(request)
+                except FacadeError as unauthenticated:
+                    return error_response(unauthenticated)
             reason = {404: "not_found", 405: "method_not_allowed", 413: "body_too_large"}
+            allow = tuple(sorted(getattr(e, "allowed_methods", ())))
             return error_response(
-                FacadeError(e.status, reason.get(e.status, "bad_request"), e.reason)
+                FacadeError(e.status, reason.get(e.status, "bad_request"), e.reason, allow=allow)
             )
         except Exception:
             log.exception("unexpected error serving %s %s", request.method, request.path)
@@ -130,61 +161,55 @@ class FacadeHandlers:
         return tenant
 
     # --- sandboxes ------------------------------------------------------------------------
-    async def create(self, request: web.Request) -> web.Response:
-        spec = await _decode(request, CreateSandbox)
-        key = request.headers.get("Idempotency-Key")
-        sandbox, created = await self.service.create(_tenant(request), spec, key)
+    async def create(self, request: web.Request, call: Call) -> web.Response:
+        spec = await decode_body(request, CreateSandbox)
+        key = call.headers.get(IDEMPOTENCY_KEY)
+        sandbox, created = await self.service.create(call.tenant, spec, key)
         return _json(sandbox, 201 if created else 200)
 
-    async def create_batch(self, request: web.Request) -> web.Response:
-        batch = await _decode(request, CreateBatch)
-        key = request.headers.get("Idempotency-Key")
-        return _json(await self.service.create_batch(_tenant(request), batch, key), 201)
+    async def create_batch(self, request: web.Request, call: Call) -> web.Response:
+        batch = await decode_body(request, CreateBatch)
+        key = call.headers.get(IDEMPOTENCY_KEY)
+        return _json(await self.service.create_batch(call.tenant, batch, key), 201)
 
-    async def get(self, request: web.Request) -> web.Response:
-        tenant, sid = _tenant(request), request.match_info["id"]
-        until = request.query.get("wait")
-        if not until:
-            return _json(self.service.get(tenant, sid))
-        timeout_s = _number(request, "timeout_s", 30.0)
+    async def get(self, request: web.Request, call: Call) -> web.Response:
+        sid, query = request.match_info["id"], call.query
+        assert isinstance(query, GetQuery)
+        if isinstance(query.wait, msgspec.UnsetType):
+            return _json(self.service.get(call.tenant, sid))
         self.metrics.waiters.inc()
         try:
-            return _json(await self.service.wait(tenant, sid, until, timeout_s))
+            return _json(await self.service.wait(call.tenant, sid, query.wait, query.timeout_s))
         finally:
             self.metrics.waiters.dec()
 
-    async def list(self, request: web.Request) -> web.Response:
-        labels: dict[str, str] = {}
-        for item in request.query.getall("label", []):
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise FacadeError(400, "invalid_label", f"label filter {item!r} is not k=v")
-            labels[key] = value
+    async def list(self, request: web.Request, call: Call) -> web.Response:
+        query = call.query
+        assert isinstance(query, ListQuery)
+        labels = dict(item.split("=", 1) for item in query.label)
         page = self.service.list(
-            _tenant(request),
-            owner=request.query.get("owner"),
+            call.tenant,
+            owner=_given(query.owner),
             labels=labels,
-            state=request.query.get("state"),
-            limit=int(_number(request, "limit", 100)),
-            after=request.query.get("continue"),
+            state=_given(query.state),
+            limit=query.limit,
+            after=_given(query.after),
         )
         return _json(page)
 
-    async def release(self, request: web.Request) -> web.Response:
-        return _json(await self.service.release(_tenant(request), request.match_info["id"]), 202)
+    async def release(self, request: web.Request, call: Call) -> web.Response:
+        return _json(await self.service.release(call.tenant, request.match_info["id"]), 202)
 
-    async def release_owner(self, request: web.Request) -> web.Response:
-        owner = request.query.get("owner")
-        if not owner:
-            raise FacadeError(400, "owner_required", "DELETE /v1/sandboxes needs ?owner=")
-        return _json(await self.service.release_owner(_tenant(request), owner), 202)
+    async def release_owner(self, request: web.Request, call: Call) -> web.Response:
+        assert isinstance(call.query, OwnerQuery)
+        return _json(await self.service.release_owner(call.tenant, call.query.owner), 202)
 
-    async def renew_lease(self, request: web.Request) -> web.Response:
-        body = await _decode(request, LeaseRenewal)
-        owner = request.match_info["owner"]
-        return _json(await self.service.renew_lease(_tenant(request), owner, body.duration_s))
+    async def renew_lease(self, request: web.Request, call: Call) -> web.Response:
+        body = await decode_body(request, LeaseRenewal)
+        owner = call.path["owner"]
+        return _json(await self.service.renew_lease(call.tenant, owner, body.duration_s))
 
-    async def classes(self, request: web.Request) -> web.Response:
+    async def classes(self, request: web.Request, call: Call) -> web.Response:
         items = [
             ClassInfo(name=c.name, cpu=c.cpu, memory=c.memory, runtime_class=c.runtime_class)
             for c in self.service.classes.values()
@@ -193,7 +218,9 @@ class FacadeHandlers:
 
     # --- tool calls -----------------------------------------------------------------------
     async def forward(self, request: web.Request) -> web.StreamResponse:
-        tenant, sid = _tenant(request), request.match_info["id"]
+        tenant = self._authenticate(request)
+        call = proxied_call(request.method, request.rel_url.raw_path)
+        sid = call.sandbox_id
         sandbox = self.service.get(tenant, sid)
         if sandbox.state in ("failed", "terminated", "releasing"):
             raise FacadeError(
@@ -209,9 +236,8 @@ class FacadeHandlers:
                 409, "sandbox_not_ready", f"sandbox {sid} is {sandbox.state}; wait for ready"
             )
         token = self.service.minter.token_for(tenant.namespace, sid)
-        path = "/v1/" + request.match_info["tail"]
         try:
-            return await self.proxy.forward(request, ip, token, path)
+            return await self.proxy.forward(request, ip, token, call.path)
         except FacadeError as e:
             self.metrics.proxy_errors.labels(e.reason).inc()
             raise
@@ -233,11 +259,5 @@ class FacadeHandlers:
         return web.Response(text=render(), content_type="application/json")
 
 
-def _number(request: web.Request, name: str, default: float) -> float:
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    try:
-        return float(raw)
-    except ValueError as e:
-        raise FacadeError(400, f"invalid_{name}", f"{name} must be a number") from e
+def _given(value: T | msgspec.UnsetType) -> T | None:
+    return None if isinstance(value, msgspec.UnsetType) else value

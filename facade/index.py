@@ -15,11 +15,16 @@ Three details make the cache safe to answer from:
 - **Tombstones.** A sandbox whose last pod disappears without this facade releasing it was
   deleted by the garbage collector; for a while its id answers ``terminated`` with the
   collector's reason (from its ``SandboxDeleted`` Event) instead of a bare 404.
+
+Waits end when the facade stops (:meth:`SandboxIndex.close`): a long-poll parked here must
+not hold a stopping replica up for its remaining minutes; it gets :class:`WaitAborted`
+(answered 503, and the trainer's retry reaches another replica).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -35,7 +40,7 @@ from sandman.wire.facade import Sandbox, SandboxState
 from .leases import lease_name
 from .state import GC_REASONS, attempt_of, is_live, sandbox_from_pod
 
-__all__ = ["IndexSettings", "SandboxIndex", "pod_indexers"]
+__all__ = ["IndexSettings", "SandboxIndex", "WaitAborted", "pod_indexers"]
 
 SandboxKey = tuple[str, str]  # (namespace, sandbox id)
 FINAL: frozenset[SandboxState] = frozenset({"failed", "terminated", "releasing"})
@@ -55,6 +60,10 @@ def _owner_values(pod: Obj) -> Iterable[str]:
 
 def pod_indexers() -> dict[str, Callable[[Obj], Iterable[str]]]:
     return {"sandbox": _sandbox_values, "owner": _owner_values}
+
+
+class WaitAborted(Exception):
+    """The index was closed (the facade is stopping) while a wait was parked on it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +101,7 @@ class SandboxIndex:
         self._ready_uids: set[str] = set()
         self._live: dict[str, int] = {}  # namespace -> live pods
         self._waiters: dict[SandboxKey, list[asyncio.Event]] = {}
+        self._closed = False
 
     def attach(self, namespace: str, pods: Informer, events: Informer) -> None:
         self._pods[namespace] = pods
@@ -155,11 +165,20 @@ class SandboxIndex:
     async def wait(
         self, namespace: str, sid: str, until: frozenset[SandboxState], timeout_s: float
     ) -> Sandbox | None:
-        """The sandbox once its state is in ``until`` (or final), or as it is at the timeout."""
+        """The sandbox once its state is in ``until`` (or final), or as it is at the timeout.
+
+        Raises ValueError for a timeout that is not a finite number >= 0 (a NaN deadline
+        would never pass, and a NaN timer corrupts the event loop's timer heap), and
+        WaitAborted once :meth:`close` is called.
+        """
+        if not math.isfinite(timeout_s) or timeout_s < 0:
+            raise ValueError(f"a wait needs a finite timeout >= 0, not {timeout_s!r}")
         started = self._clock()
         deadline = started + timeout_s
         key = (namespace, sid)
         while True:
+            if self._closed:
+                raise WaitAborted(f"stopped while waiting for {namespace}/{sid}")
             current = self.get(namespace, sid)
             if current is not None and (current.state in until or current.state in FINAL):
                 return current
@@ -181,6 +200,13 @@ class SandboxIndex:
                         waiters.remove(event)
                     if not waiters:
                         del self._waiters[key]
+
+    def close(self) -> None:
+        """End every wait now and refuse new ones (the facade is stopping)."""
+        self._closed = True
+        for events in self._waiters.values():
+            for event in events:
+                event.set()
 
     # --- writes by this facade ------------------------------------------------------------
     def note_created(self, pod: Obj) -> None:

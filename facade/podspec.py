@@ -32,7 +32,12 @@ from kube.contract import (
     LABEL_TENANT,
     SCHEDULER_NAME,
 )
-from sandman.wire.facade import DEFAULT_TTL_S
+from sandman.wire.facade import (
+    DEFAULT_TTL_S,
+    LABEL_NAME_PATTERN,
+    LABEL_VALUE_PATTERN,
+    RESERVED_ENV_PREFIX,
+)
 
 __all__ = [
     "ANNOTATION_EXPIRES_AT",
@@ -42,6 +47,7 @@ __all__ = [
     "LABEL_OWNER",
     "LABEL_SANDBOX",
     "LABEL_TENANT",
+    "LABEL_VALUE",
     "SCHEDULER_NAME",
     "DaemonDelivery",
     "PodSpecError",
@@ -51,10 +57,10 @@ __all__ = [
 ]
 
 USER_LABEL_PREFIX = "user.sandman.io/"
-RESERVED_ENV = frozenset({"SANDMAN_TOKEN", "SANDMAN_TOKEN_FILE", "SANDMAN_HOST", "SANDMAN_PORT"})
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
-LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+# The wire model checks these on decoding already; render_pod checks again for direct callers.
+LABEL_VALUE = re.compile(LABEL_VALUE_PATTERN)
+LABEL_NAME = re.compile(LABEL_NAME_PATTERN)
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$(?!\n)")
 
 
 class PodSpecError(ValueError):
@@ -241,17 +247,18 @@ def _add_delivery(spec: dict[str, Any], delivery: DaemonDelivery) -> None:
 
 
 def _validate(request: SandboxRequest) -> None:
-    if not request.image or any(c.isspace() for c in request.image):
+    if not request.image or any(c.isspace() or c == "\0" for c in request.image):
         raise PodSpecError(f"invalid image reference {request.image!r}", "invalid_image")
-    if not LABEL_VALUE.match(request.owner) or not request.owner:
+    if not LABEL_VALUE.search(request.owner) or not request.owner:
         raise PodSpecError(f"owner {request.owner!r} is not a valid label value", "invalid_owner")
     if request.ttl_s <= 0:
         raise PodSpecError("ttl_s must be positive", "invalid_ttl")
     for key, value in request.labels.items():
-        if not LABEL_NAME.match(key) or not LABEL_VALUE.match(value):
+        if not LABEL_NAME.search(key) or not LABEL_VALUE.search(value):
             raise PodSpecError(f"label {key}={value!r} is not valid", "invalid_label")
-    for key in request.env:
-        if key in RESERVED_ENV or not ENV_NAME.match(key):
+    for key, value in request.env.items():
+        if key.startswith(RESERVED_ENV_PREFIX) or not ENV_NAME.search(key) or "\0" in value:
             raise PodSpecError(
-                f"environment variable {key!r} is reserved or invalid", "invalid_env"
+                f"environment variable {key!r} is reserved ({RESERVED_ENV_PREFIX}*) or invalid",
+                "invalid_env",
             )

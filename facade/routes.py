@@ -1,30 +1,55 @@
 """The facade's API surface as data: one row per operation (router and OpenAPI from it).
 
+Each row names the wire models of its body, its query string (one Struct per operation,
+``sandman.wire.facade``), its validated path parameters and headers, and the statuses it
+answers. The router decodes every request with those models (``facade/params.py``) and the
+OpenAPI document describes them from the same rows, so what the document calls a valid
+request is what the server accepts (generated-input tests hold the two to it).
+
 Tool calls (exec, sessions, processes, files, info) are not repeated here: they are the
 daemon's own operations (docs/openapi/daemon.json) under ``/v1/sandboxes/{id}/``, forwarded
-unchanged, so the daemon's document is their reference and a new daemon operation needs no
-facade change.
+after the facade has normalised and re-checked the path (``facade/paths.py``), so the
+daemon's document is their reference and a new daemon operation needs no facade change.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from daemon.sandbox.api import Route
 from daemon.sandbox.openapi import openapi_document, unauthenticated_get
 from sandman.wire import facade as m
 
-__all__ = ["PROXIED", "ROUTES", "build_document"]
+__all__ = ["PROXIED", "ROUTES", "FacadeRoute", "build_document"]
 
-VERSION = "1.0.0"
+VERSION = "1.1.0"
 #: Daemon operation prefixes forwarded under /v1/sandboxes/{id}/.
 PROXIED = ("info", "exec", "sessions", "processes", "files")
+IDEMPOTENCY_KEY = "Idempotency-Key"
+#: 503 ``facade_stopping``: this replica is shutting down (retry: another one answers).
 _WRITE_ERRORS = (400, 401, 409, 413, 429, 502, 503)
+_CLASS_NOTE = "400 `unknown_class`: `class` is not one of `GET /v1/classes`."
 
-ROUTES: tuple[Route, ...] = (
-    Route(
+
+@dataclass(frozen=True, slots=True)
+class FacadeRoute(Route):
+    #: The operation's query string, decoded into this Struct (None: no parameters).
+    query_model: type[msgspec.Struct] | None = None
+    #: Path parameters validated against a wire type (the rest are plain strings).
+    path_types: tuple[tuple[str, Any], ...] = ()
+    #: Optional request headers validated against a wire type.
+    header_types: tuple[tuple[str, Any], ...] = ()
+    #: What the document adds to the summary: rules no schema can state.
+    description: str = ""
+
+
+ROUTES: tuple[FacadeRoute, ...] = (
+    FacadeRoute(
         "POST",
         "/v1/sandboxes",
         "create",
@@ -33,8 +58,10 @@ ROUTES: tuple[Route, ...] = (
         m.Sandbox,
         status=201,
         errors=_WRITE_ERRORS,
+        header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
+        description=_CLASS_NOTE,
     ),
-    Route(
+    FacadeRoute(
         "POST",
         "/v1/batches",
         "create_batch",
@@ -43,17 +70,23 @@ ROUTES: tuple[Route, ...] = (
         m.BatchResult,
         status=201,
         errors=_WRITE_ERRORS,
+        header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
+        description=_CLASS_NOTE
+        + " 400 `batch_too_large`: `count` over the tenant's burst or sandbox limit."
+        + " 409 `idempotency_key_reused`: the key was used for another spec or count.",
     ),
-    Route(
+    FacadeRoute(
         "GET",
         "/v1/sandboxes",
         "list",
         "List sandboxes (by owner, labels `k=v`, state), paginated",
         None,
         m.SandboxList,
-        query=("owner", "label", "state", "limit", "continue"),
+        query_model=m.ListQuery,
+        errors=(400, 401, 503),
+        description="400 `invalid_continue`: a `continue` token the facade did not issue.",
     ),
-    Route(
+    FacadeRoute(
         "DELETE",
         "/v1/sandboxes",
         "release_owner",
@@ -61,20 +94,20 @@ ROUTES: tuple[Route, ...] = (
         None,
         m.OwnerReleased,
         status=202,
-        query=("owner",),
-        errors=(400, 401, 429, 503),
+        query_model=m.OwnerQuery,
+        errors=(400, 401, 429, 502, 503),
     ),
-    Route(
+    FacadeRoute(
         "GET",
         "/v1/sandboxes/{id}",
         "get",
         "Get a sandbox; `wait=ready|started|final` waits (watch cache) up to `timeout_s`",
         None,
         m.Sandbox,
-        query=("wait", "timeout_s"),
-        errors=(400, 401, 404),
+        query_model=m.GetQuery,
+        errors=(400, 401, 404, 503),
     ),
-    Route(
+    FacadeRoute(
         "DELETE",
         "/v1/sandboxes/{id}",
         "release",
@@ -82,26 +115,67 @@ ROUTES: tuple[Route, ...] = (
         None,
         m.Sandbox,
         status=202,
-        errors=(401, 404, 429, 503),
+        errors=(401, 404, 429, 502, 503),
     ),
-    Route(
+    FacadeRoute(
         "PUT",
         "/v1/owners/{owner}/lease",
         "renew_lease",
         "Create or renew an owner's lease; when it lapses its sandboxes are collected",
         m.LeaseRenewal,
         m.LeaseStatus,
-        errors=(400, 401, 429, 503),
+        errors=(400, 401, 413, 429, 502, 503),
+        path_types=(("owner", m.OwnerName),),
     ),
-    Route("GET", "/v1/classes", "classes", "Sandbox classes offered", None, m.ClassList),
+    FacadeRoute("GET", "/v1/classes", "classes", "Sandbox classes offered", None, m.ClassList),
 )
 
-QUERY_TYPES = {"limit": "integer", "timeout_s": "number"}
+
+def _schema(tp: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = msgspec.json.schema(tp)
+    return schema
+
+
+def _query_parameters(model: type[msgspec.Struct]) -> list[dict[str, Any]]:
+    _, components = msgspec.json.schema_components([model])
+    struct = components[model.__name__]
+    required = set(struct.get("required", ()))
+    params = []
+    for name, schema in struct["properties"].items():
+        param: dict[str, Any] = {"name": name, "in": "query", "required": name in required}
+        if description := schema.pop("description", None):
+            param["description"] = description
+        param["schema"] = schema
+        params.append(param)
+    return params
+
+
+def _parameters(route: FacadeRoute) -> list[dict[str, Any]]:
+    typed = dict(route.path_types)
+    params = [
+        {
+            "name": name,
+            "in": "path",
+            "required": True,
+            "schema": _schema(typed[name]) if name in typed else {"type": "string"},
+        }
+        for name in (p[1:-1] for p in route.path.split("/") if p.startswith("{"))
+    ]
+    if route.query_model is not None:
+        params += _query_parameters(route.query_model)
+    params += [
+        {"name": name, "in": "header", "required": False, "schema": _schema(tp)}
+        for name, tp in route.header_types
+    ]
+    return params
 
 
 def _proxied_paths() -> dict[str, dict[str, Any]]:
     note = (
-        "Forwarded to the sandbox daemon's `/v1/{op}...` (see docs/openapi/daemon.json); "
+        "Forwarded to the sandbox daemon's `/v1/{op}...` (see docs/openapi/daemon.json) "
+        "once the path is normalised and matches a daemon operation (400 invalid_path: "
+        "a segment that is empty, `.`, `..` or outside `[A-Za-z0-9._~-]`, also "
+        "percent-encoded; 404 not_found, 405 method_not_allowed otherwise); "
         "409 sandbox_not_ready, 410 sandbox_terminated, 502 daemon_unreachable, "
         "504 daemon_timeout come from the facade."
     )
@@ -119,13 +193,21 @@ def build_document() -> dict[str, Any]:
         "/readyz": unauthenticated_get("readyz", "Readiness: watch caches synced (no auth)"),
         "/metrics": unauthenticated_get("metrics", "Prometheus metrics (no auth)"),
     }
-    return openapi_document(
-        ROUTES,
-        title="Sandman facade",
-        version=VERSION,
-        query_types=QUERY_TYPES,
-        extra_paths=extra | _proxied_paths(),
+    document = openapi_document(
+        ROUTES, title="Sandman facade", version=VERSION, query_types={}, extra_paths=extra
     )
+    for route in ROUTES:
+        methods = document["paths"][route.path]
+        operation = methods[route.method.lower()]
+        head = {"operationId": operation.pop("operationId"), "summary": operation.pop("summary")}
+        if route.description:
+            head["description"] = route.description
+        operation.pop("parameters", None)
+        if params := _parameters(route):
+            head["parameters"] = params
+        methods[route.method.lower()] = head | operation
+    document["paths"] = dict(sorted((document["paths"] | _proxied_paths()).items()))
+    return document
 
 
 def render() -> str:

@@ -8,7 +8,13 @@ derived from the tenant and the key (member ``i`` of a batch: from the key and `
 retried request can only ever hit the same pods: the API server's AlreadyExists *is* the
 duplicate check, across facade replicas and restarts. The pod carries a digest of the request;
 the same key with a different spec is a 409 ``idempotency_key_reused``, not a silent reuse.
+A batch's digest covers its count too, and its first pending member is created alone before
+the rest: a key reused with another count meets that member's digest and is refused whole,
+instead of silently creating the members the first request never had.
 Every create is therefore safe to repeat and is retried by the client layer after a 5xx.
+
+**Continue tokens** are opaque to trainers but checked here: a token this facade did not
+issue is a 400 ``invalid_continue``, never a listing silently restarted from the beginning.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from sandman.wire.facade import (
     CreateBatch,
     CreateSandbox,
     LeaseStatus,
+    OwnerName,
     OwnerReleased,
     Sandbox,
     SandboxList,
@@ -38,7 +45,7 @@ from sandman.wire.facade import (
 )
 
 from .errors import FacadeError, from_kube_error
-from .index import SandboxIndex
+from .index import SandboxIndex, WaitAborted
 from .leases import OwnerLeaseWriter
 from .metrics import FacadeMetrics
 from .podspec import DaemonDelivery, PodSpecError, SandboxClass, SandboxRequest, render_pod
@@ -58,8 +65,6 @@ WAIT_UNTIL: dict[str, frozenset[SandboxState]] = {
 class ServiceSettings:
     #: Pod creates of one batch in flight at once (the client's token bucket still applies).
     batch_concurrency: int = 64
-    max_wait_s: float = 600.0
-    max_page: int = 1000
 
 
 class SandboxService:
@@ -94,13 +99,13 @@ class SandboxService:
         if existing is not None:
             return existing, False
         self._admit(tenant, 1)
-        pod = self._render(tenant, spec, sid)
+        pod = self._render(tenant, spec, sid, _digest(spec))
         return await self._create_pod(tenant, pod)
 
     async def create_batch(
         self, tenant: Tenant, batch: CreateBatch, key: str | None
     ) -> BatchResult:
-        digest = _digest(batch.spec)
+        digest = _digest(batch)
         ids = [_sandbox_id(tenant, key, i) for i in range(batch.count)]
         results: list[Sandbox | BatchFailure | None] = [
             self._replay(tenant, sid, digest) for sid in ids
@@ -108,7 +113,7 @@ class SandboxService:
         todo = [i for i, r in enumerate(results) if r is None]
         if todo:
             self._admit(tenant, len(todo))
-            pods = {i: self._render(tenant, batch.spec, ids[i]) for i in todo}
+            pods = {i: self._render(tenant, batch.spec, ids[i], digest) for i in todo}
             limit = asyncio.Semaphore(self.settings.batch_concurrency)
 
             async def one(i: int) -> None:
@@ -124,8 +129,14 @@ class SandboxService:
                             retry_after_s=e.retry_after_s,
                         )
 
+            # The first alone: if another replica created it for another request (not in
+            # our cache yet), the whole batch is refused before any other member exists.
+            await one(todo[0])
+            first = results[todo[0]]
+            if isinstance(first, BatchFailure) and first.reason == "idempotency_key_reused":
+                raise FacadeError(first.status, first.reason, first.message)
             async with asyncio.TaskGroup() as tg:
-                for i in todo:
+                for i in todo[1:]:
                     tg.create_task(one(i))
         sandboxes = [r for r in results if isinstance(r, Sandbox)]
         failed = [r for r in results if isinstance(r, BatchFailure)]
@@ -150,7 +161,7 @@ class SandboxService:
                 retry_after_s=admission.retry_after_s if status == 429 else None,
             )
 
-    def _render(self, tenant: Tenant, spec: CreateSandbox, sid: str) -> Obj:
+    def _render(self, tenant: Tenant, spec: CreateSandbox, sid: str, digest: str) -> Obj:
         sandbox_class = self.classes.get(spec.sandbox_class)
         if sandbox_class is None:
             known = ", ".join(sorted(self.classes))
@@ -178,7 +189,7 @@ class SandboxService:
             )
         except PodSpecError as e:
             raise FacadeError(400, e.reason, str(e)) from e
-        pod["metadata"]["annotations"][ANNOTATION_REQUEST_DIGEST] = _digest(spec)
+        pod["metadata"]["annotations"][ANNOTATION_REQUEST_DIGEST] = digest
         return pod
 
     async def _create_pod(self, tenant: Tenant, pod: Obj) -> tuple[Sandbox, bool]:
@@ -221,11 +232,13 @@ class SandboxService:
         return sandbox
 
     async def wait(self, tenant: Tenant, sid: str, until: str, timeout_s: float) -> Sandbox:
-        states = WAIT_UNTIL.get(until)
-        if states is None:
-            raise FacadeError(400, "invalid_wait", f"wait must be one of {sorted(WAIT_UNTIL)}")
-        timeout_s = min(max(timeout_s, 0.0), self.settings.max_wait_s)
-        sandbox = await self.index.wait(tenant.namespace, sid, states, timeout_s)
+        """``until`` and ``timeout_s`` as validated by the wire model (``GetQuery``)."""
+        try:
+            sandbox = await self.index.wait(tenant.namespace, sid, WAIT_UNTIL[until], timeout_s)
+        except WaitAborted as e:
+            raise FacadeError(
+                503, "facade_stopping", "this facade is stopping; retry", retry_after_s=1.0
+            ) from e
         if sandbox is None:
             raise _not_found(sid)
         return sandbox
@@ -240,8 +253,8 @@ class SandboxService:
         limit: int,
         after: str | None,
     ) -> SandboxList:
-        limit = max(1, min(limit, self.settings.max_page))
-        start = _decode_continue(after) if after else ""
+        """Filters and ``limit`` as validated by the wire model (``ListQuery``)."""
+        start = _decode_continue(after) if after is not None else ""
         items: list[Sandbox] = []
         ids = self.index.sandbox_ids(tenant.namespace, owner)
         for sid in ids:
@@ -278,6 +291,7 @@ class SandboxService:
         return msgspec.structs.replace(sandbox, state="releasing", reason=None, message=None)
 
     async def release_owner(self, tenant: Tenant, owner: str) -> OwnerReleased:
+        _check_owner(owner)  # it goes into a label selector: "a,b" would widen it
         ns = tenant.namespace
         ids = [
             sid
@@ -295,6 +309,7 @@ class SandboxService:
         return OwnerReleased(owner=owner, released=len(ids))
 
     async def renew_lease(self, tenant: Tenant, owner: str, duration_s: int) -> LeaseStatus:
+        _check_owner(owner)
         return await self.leases.renew(tenant.namespace, owner, duration_s)
 
 
@@ -305,8 +320,8 @@ def _sandbox_id(tenant: Tenant, key: str | None, member: int | None = None) -> s
     return f"sb-{hashlib.sha256(material.encode()).hexdigest()[:20]}"
 
 
-def _digest(spec: CreateSandbox) -> str:
-    return hashlib.sha256(msgspec.json.encode(spec, order="sorted")).hexdigest()[:32]
+def _digest(request: CreateSandbox | CreateBatch) -> str:
+    return hashlib.sha256(msgspec.json.encode(request, order="sorted")).hexdigest()[:32]
 
 
 def _check_digest(pod: Obj, digest: str) -> None:
@@ -319,6 +334,14 @@ def _check_digest(pod: Obj, digest: str) -> None:
         )
 
 
+def _check_owner(owner: str) -> None:
+    """The handlers validate owners already; the service does not rely on it."""
+    try:
+        msgspec.convert(owner, OwnerName)
+    except msgspec.ValidationError as e:
+        raise FacadeError(400, "invalid_owner", f"owner {owner!r}: {e}") from e
+
+
 def _not_found(sid: str) -> FacadeError:
     return FacadeError(404, "sandbox_not_found", f"no sandbox {sid!r}")
 
@@ -329,12 +352,26 @@ def _quota_or_forbidden(e: Forbidden) -> FacadeError:
     return FacadeError(502, "cluster_forbidden", f"the API server refused the create: {e}")
 
 
+_CONTINUE = b"sandman-page-v1:"
+
+
 def _encode_continue(sid: str) -> str:
-    return base64.urlsafe_b64encode(sid.encode()).decode()
+    """The position after ``sid``: base64url (no padding) of a marked id and its check."""
+    raw = _CONTINUE + sid.encode()
+    check = hashlib.sha256(raw).hexdigest()[:8].encode()
+    return base64.urlsafe_b64encode(raw + b"/" + check).decode().rstrip("=")
 
 
 def _decode_continue(token: str) -> str:
+    """The id a token of ours continues after; 400 for anything we would not issue (made
+    up, truncated, altered)."""
+    invalid = FacadeError(400, "invalid_continue", "the continue token is not one we issued")
     try:
-        return base64.urlsafe_b64decode(token.encode()).decode()
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), altchars=b"-_", validate=True)
+        marked = raw.rpartition(b"/")[0]
+        sid = marked.removeprefix(_CONTINUE).decode() if marked.startswith(_CONTINUE) else ""
     except (ValueError, UnicodeDecodeError) as e:
-        raise FacadeError(400, "invalid_continue", "the continue token is not valid") from e
+        raise invalid from e
+    if not sid or _encode_continue(sid) != token:
+        raise invalid
+    return sid

@@ -9,11 +9,19 @@ cluster. A Kubernetes ResourceQuota in the tenant's namespace stays the hard bac
 Everything here is deterministic given its clock (injected; tests pass a fake one). The facade's
 replicas each run it;
 with R replicas each should be given 1/R of a tenant's rate (documented with the facade).
+
+The namespace *is* the isolation between tenants (every read is a namespace's watch cache),
+so two tenants configured with one namespace would see and delete each other's sandboxes:
+such a file is refused at start, as are duplicate names, names that are not label values
+(a tenant's name labels its pods), namespaces that are not DNS labels, and limits that are
+not finite positive numbers.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +32,9 @@ import yaml
 from kube.ratelimit import TokenBucket
 
 __all__ = ["Admission", "TenancyError", "Tenant", "TenantDirectory"]
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 class TenancyError(ValueError):
@@ -71,8 +82,20 @@ class TenantDirectory:
         if not isinstance(entries, list) or not entries:
             raise TenancyError("tenants file needs a non-empty 'tenants' list")
         by_digest: dict[str, Tenant] = {}
+        names: dict[str, int] = {}
+        namespaces: dict[str, int] = {}
         for index, entry in enumerate(entries):
             tenant, digests = _parse_tenant(entry, index)
+            for key, seen, what in (
+                (tenant.name, names, "name"),
+                (tenant.namespace, namespaces, "namespace"),
+            ):
+                if key in seen:
+                    raise TenancyError(
+                        f"tenants[{index}] ({tenant.name}): {what} {key!r} is already "
+                        f"tenants[{seen[key]}]'s; tenants must not share a {what}"
+                    )
+                seen[key] = index
             for digest in digests:
                 if digest in by_digest:
                     raise TenancyError(
@@ -118,10 +141,19 @@ def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
             create_burst=int(entry.get("create_burst", 1000)),
         )
         digests = [str(d).lower() for d in entry["token_sha256"]]
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise TenancyError(f"tenants[{index}]: {exc!r}") from exc
-    if tenant.max_sandboxes < 1 or tenant.create_rate_per_s <= 0 or tenant.create_burst < 1:
-        raise TenancyError(f"tenants[{index}]: limits must be positive")
+    if not _LABEL_VALUE.fullmatch(tenant.name):
+        raise TenancyError(f"tenants[{index}]: name {tenant.name!r} is not a label value")
+    if not _DNS_LABEL.fullmatch(tenant.namespace):
+        raise TenancyError(f"tenants[{index}]: namespace {tenant.namespace!r} is not a DNS label")
+    if (
+        tenant.max_sandboxes < 1
+        or not math.isfinite(tenant.create_rate_per_s)
+        or tenant.create_rate_per_s <= 0
+        or tenant.create_burst < 1
+    ):
+        raise TenancyError(f"tenants[{index}]: limits must be finite and positive")
     if not digests or any(len(d) != 64 for d in digests):
         raise TenancyError(f"tenants[{index}]: token_sha256 must list SHA-256 hex digests")
     return tenant, digests

@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from anyio.from_thread import start_blocking_portal
@@ -25,19 +26,18 @@ def stack(
     """Per module; a module's ``STACK`` dict overrides settings (e.g. profile, nodes)."""
     workdir = Path(tmp_path_factory.mktemp("stack"))
     overrides = getattr(request.module, "STACK", {})
-    settings = StackSettings(
-        workdir=workdir,
-        tenants=("dev", "other"),
-        quota_pods={"other": 3},
-        facade_replicas=2,
-        extra_classes=({"name": "huge", "cpu": "64", "memory": "1Gi"},),
-        max_sandboxes=600,
-        create_rate_per_s=2000,
-        create_burst=600,
+    defaults: dict[str, Any] = {
+        "tenants": ("dev", "other"),
+        "quota_pods": {"other": 3},
+        "facade_replicas": 2,
+        "extra_classes": ({"name": "huge", "cpu": "64", "memory": "1Gi"},),
+        "max_sandboxes": 600,
+        "create_rate_per_s": 2000,
+        "create_burst": 600,
         # Short retention so released/finished pods leave quickly; GC every 0.5 s.
-        controller_args=("--terminal-retention", "2"),
-        **overrides,
-    )
+        "controller_args": ("--terminal-retention", "2"),
+    }
+    settings = StackSettings(workdir=workdir, **(defaults | overrides))
     with start_blocking_portal() as portal:
         running = Stack(settings)
         portal.call(running.start)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import math
 from typing import Any
 
 import pytest
 
-from facade.index import IndexSettings, SandboxIndex, pod_indexers
+from facade.index import IndexSettings, SandboxIndex, WaitAborted, pod_indexers
 from kube.cache import Cache, Obj, object_key
 from kube.informer import EventHandler
 from tests.support.pods import sandbox_pod as pod
@@ -218,3 +219,27 @@ def test_a_sandbox_lost_with_its_node_says_so_in_either_order(feeds: Any) -> Non
     assert index.get("ns", "sb-2").reason == "deleted"
     nodes.delete({"metadata": {"name": "n2"}})
     assert index.get("ns", "sb-2").reason == "node_lost"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("timeout_s", [math.nan, math.inf, -math.inf, -1.0])
+async def test_a_wait_needs_a_finite_timeout(feeds: Any, timeout_s: float) -> None:
+    """A NaN deadline never passes, and a NaN timer corrupts the loop's timer heap (other
+    timers fired seconds late): the index refuses one whatever its caller checked."""
+    index, pods, _, _ = feeds
+    pods.upsert(pod())
+    with pytest.raises(ValueError, match="finite timeout"):
+        await index.wait("ns", "sb-1", frozenset({"ready"}), timeout_s)
+
+
+@pytest.mark.anyio
+async def test_close_ends_parked_waits(feeds: Any) -> None:
+    index, pods, _, _ = feeds
+    pods.upsert(pod())
+    parked = asyncio.create_task(index.wait("ns", "sb-1", frozenset({"ready"}), 600.0))
+    await wait_until_async(lambda: index._waiters)
+    index.close()
+    with pytest.raises(WaitAborted):
+        await parked
+    with pytest.raises(WaitAborted):
+        await index.wait("ns", "sb-1", frozenset({"ready"}), 1.0)

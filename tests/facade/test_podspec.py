@@ -75,7 +75,11 @@ def test_pod_matches_golden(delivery: DaemonDelivery) -> None:
         ({"ttl_s": 0}, "invalid_ttl"),
         ({"labels": {"bad key!": "x"}}, "invalid_label"),
         ({"env": {"SANDMAN_TOKEN": "steal"}}, "invalid_env"),
+        ({"env": {"SANDMAN_LOG_LEVEL": "bogus"}}, "invalid_env"),  # the whole prefix
         ({"env": {"1=2": "x"}}, "invalid_env"),
+        ({"env": {"OK": "a\0b"}}, "invalid_env"),
+        ({"owner": "run-1\n"}, "invalid_owner"),
+        ({"labels": {"k": "v\n"}}, "invalid_label"),
     ],
 )
 def test_invalid_requests_have_reasons(change: dict[str, object], reason: str) -> None:

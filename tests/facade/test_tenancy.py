@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +104,47 @@ def test_tokens_are_derived_deterministically_and_per_sandbox() -> None:
     assert minter.token_for("ns", "sb-1") != TokenMinter(b"t" * 32).token_for("ns", "sb-1")
     with pytest.raises(ValueError, match="at least 32 bytes"):
         TokenMinter(b"short")
+
+
+def _tenant(name: str, namespace: str | None = None, **more: object) -> str:
+    ns = f"\n    namespace: {namespace}" if namespace else ""
+    extra = "".join(f"\n    {k}: {v}" for k, v in more.items())
+    return f"  - name: {name}{ns}\n    token_sha256: [{_digest(name)}]{extra}\n"
+
+
+@pytest.mark.parametrize(
+    ("tenants", "says"),
+    [
+        (_tenant("a", "shared") + _tenant("b", "shared"), "namespace 'shared'"),
+        (_tenant("a") + _tenant("b", "sandman-a"), "namespace 'sandman-a'"),
+        (_tenant("a") + _tenant("a", "other"), "name 'a'"),
+        (_tenant("a", "Not_A_Label"), "DNS label"),
+        (_tenant("a b"), "label value"),
+        (_tenant("a", create_rate_per_s=".nan"), "finite"),
+        (_tenant("a", create_rate_per_s=".inf"), "finite"),
+        (_tenant("a", max_sandboxes=".inf"), "tenants[0]"),
+    ],
+)
+def test_tenants_sharing_a_namespace_or_with_odd_limits_are_refused(
+    tenants: str, says: str
+) -> None:
+    with pytest.raises(TenancyError, match=re.escape(says)):
+        TenantDirectory.from_yaml("tenants:\n" + tenants)
+
+
+def test_the_facade_refuses_such_a_config_at_start_with_exit_code_2(tmp_path: Path) -> None:
+    config = tmp_path / "facade.yaml"
+    config.write_text(
+        f"secret: {'s' * 40}\ndelivery: {{mode: local-process}}\ntenants:\n"
+        + _tenant("a", "shared")
+        + _tenant("b", "shared")
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "facade", "--config", str(config), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2, done
+    assert "namespace 'shared'" in done.stderr and "Traceback" not in done.stderr

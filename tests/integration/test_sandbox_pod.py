@@ -44,7 +44,7 @@ def _wait_ready(v1: client.CoreV1Api, name: str, namespace: str) -> Any:
 
 async def _tool_calls(url: str, token: str) -> None:
     async with SandboxClient(url, token) as sandbox:
-        result = await sandbox.exec(command="echo $SANDMAN_TASK; echo hi > note.txt")
+        result = await sandbox.exec(command="echo $TASK_NAME; echo hi > note.txt")
         assert (result.exit_code, result.stdout.data) == (0, "demo\n")
         assert await sandbox.read_file("note.txt") == b"hi\n"
         info = await sandbox.info()
@@ -58,7 +58,7 @@ def test_rendered_sandbox_pod_runs_the_real_daemon(tmp_path: Path) -> None:
     minter = TokenMinter(b"k" * 32)
     token = minter.token_for("sb-test", "sb-1")
     pod = render_pod(
-        SandboxRequest(image=IMAGE, owner="run-1", env={"SANDMAN_TASK": "demo"}),
+        SandboxRequest(image=IMAGE, owner="run-1", env={"TASK_NAME": "demo"}),
         SandboxClass(name="tiny"),
         DaemonDelivery("local-process", python=(sys.executable,)),
         name="sb-1",

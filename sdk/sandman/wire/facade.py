@@ -4,7 +4,15 @@ msgspec Structs, so a request body is decoded *and* validated in one pass (types
 fields, constraints) and a bad body becomes a 400 with the offending field named, never a
 KeyError deep in a handler. The same classes generate the OpenAPI document
 (``docs/openapi/facade.json``) and are what the SDK decodes, so server, document and client
-share one definition of the contract.
+share one definition of the contract. That includes the query strings (``GetQuery``,
+``ListQuery``, ``OwnerQuery``) and the owner in a path: every rule a request must follow is
+a constraint here, so a request the document calls valid is one the server accepts.
+
+**Patterns are written for two regex engines.** The server checks them with Python's ``re``
+(msgspec), a JSON Schema reader with ECMA-262's. They agree except at ``$``, which in Python
+also matches before a final newline (``"run-1\n"`` would pass ``^[a-z0-9-]+$``); every
+pattern here therefore ends in ``$(?!\n)`` (:func:`_whole`), which means "end of the string"
+in both.
 """
 
 from __future__ import annotations
@@ -15,16 +23,28 @@ import msgspec
 
 __all__ = [
     "DEFAULT_CLASS",
+    "DEFAULT_PAGE",
     "DEFAULT_TTL_S",
+    "DEFAULT_WAIT_S",
+    "LABEL_NAME_PATTERN",
+    "LABEL_VALUE_PATTERN",
     "MAX_BATCH",
+    "MAX_PAGE",
+    "MAX_WAIT_S",
+    "RESERVED_ENV_PREFIX",
     "BatchFailure",
     "BatchResult",
     "ClassInfo",
     "ClassList",
     "CreateBatch",
     "CreateSandbox",
+    "GetQuery",
+    "IdempotencyKey",
     "LeaseRenewal",
     "LeaseStatus",
+    "ListQuery",
+    "OwnerName",
+    "OwnerQuery",
     "OwnerReleased",
     "Sandbox",
     "SandboxList",
@@ -39,13 +59,58 @@ MAX_BATCH = 5000
 DEFAULT_CLASS: Final = "tiny"
 DEFAULT_TTL_S: Final = 3600
 
+#: The longest wait a ``GET ?wait=`` may ask for, and the default; the largest list page.
+MAX_WAIT_S: Final = 600.0
+DEFAULT_WAIT_S: Final = 30.0
+MAX_PAGE: Final = 1000
+DEFAULT_PAGE: Final = 100
+#: Environment names a create may not set: the daemon reads its settings from them.
+RESERVED_ENV_PREFIX: Final = "SANDMAN_"
+
+
+def _whole(body: str) -> str:
+    """A pattern matching whole strings alike in Python and ECMA-262 (module docstring)."""
+    return f"^(?:{body})$(?!\\n)"
+
+
+_LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
+#: A Kubernetes label name (the part after the prefix) and label value.
+LABEL_NAME_PATTERN: Final = _whole(_LABEL_NAME)
+LABEL_VALUE_PATTERN: Final = _whole(_LABEL_VALUE)
+
 SandboxState = Literal["pending", "starting", "ready", "failed", "terminated", "releasing"]
 """``pending``: not on a node yet; ``starting``: bound, daemon not ready; ``ready``: tool calls
 are served; ``failed``: never became usable (reason says why); ``terminated``: it was usable
 and is not any more (its files and processes are gone); ``releasing``: being deleted."""
 
 Seconds = Annotated[int, msgspec.Meta(ge=1, le=7 * 24 * 3600)]
-OwnerName = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
+#: An owner (a trainer run) is a label value on its pods, and never empty.
+OwnerName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=63,
+        pattern=LABEL_VALUE_PATTERN,
+        description="a Kubernetes label value, 1-63 characters",
+    ),
+]
+#: OCI references are printable ASCII without spaces.
+ImageRef = Annotated[str, msgspec.Meta(min_length=1, max_length=512, pattern=_whole("[!-~]+"))]
+EnvName = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=_whole(f"(?!{RESERVED_ENV_PREFIX})[-._a-zA-Z][-._a-zA-Z0-9]*"),
+        max_length=256,
+        description=f"a variable name; the `{RESERVED_ENV_PREFIX}` prefix is reserved",
+    ),
+]
+#: A process's environment cannot hold NUL.
+EnvValue = Annotated[str, msgspec.Meta(pattern=_whole("[^\\x00]*"), max_length=32768)]
+LabelName = Annotated[str, msgspec.Meta(pattern=LABEL_NAME_PATTERN)]
+LabelValue = Annotated[str, msgspec.Meta(pattern=LABEL_VALUE_PATTERN)]
+#: What makes a retried create the same create (pod names are derived from it).
+IdempotencyKey = Annotated[str, msgspec.Meta(pattern=_whole("[!-~]{1,255}"))]
 
 
 # The create spec, one type for both sides: the SDK builds it, the facade decodes it and
@@ -54,13 +119,13 @@ OwnerName = Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
 class CreateSandbox(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """One sandbox: an unmodified task image plus Sandman's daemon."""
 
-    image: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+    image: ImageRef
     owner: OwnerName
     sandbox_class: str = msgspec.field(default=DEFAULT_CLASS, name="class")
     ttl_s: Seconds = DEFAULT_TTL_S
     idle_timeout_s: Seconds | None = None
-    env: dict[str, str] = msgspec.field(default_factory=dict)
-    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    env: dict[EnvName, EnvValue] = msgspec.field(default_factory=dict)
+    labels: dict[LabelName, LabelValue] = msgspec.field(default_factory=dict)
 
 
 class CreateBatch(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -133,3 +198,41 @@ class ClassInfo(msgspec.Struct, kw_only=True):
 
 class ClassList(msgspec.Struct, kw_only=True):
     items: list[ClassInfo]
+
+
+# --- query strings: one Struct per operation, decoded from the query (numbers from text) ----
+# Optional parameters default to UNSET, never None: a query string has no null, and the
+# lenient text-to-type conversion would read ``state=null`` as None.
+
+
+class GetQuery(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``GET /v1/sandboxes/{id}``: without ``wait``, the sandbox now."""
+
+    wait: Literal["ready", "started", "final"] | msgspec.UnsetType = msgspec.UNSET
+    timeout_s: Annotated[float, msgspec.Meta(ge=0, le=MAX_WAIT_S)] = DEFAULT_WAIT_S
+
+
+class ListQuery(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``GET /v1/sandboxes``: every filter given must hold (``label`` may repeat)."""
+
+    owner: OwnerName | msgspec.UnsetType = msgspec.UNSET
+    label: list[
+        Annotated[
+            str,
+            msgspec.Meta(
+                pattern=_whole(f"{_LABEL_NAME}={_LABEL_VALUE}"),
+                description="`k=v`: a label name, `=`, a label value",
+            ),
+        ]
+    ] = msgspec.field(default_factory=list)
+    state: SandboxState | msgspec.UnsetType = msgspec.UNSET
+    limit: Annotated[int, msgspec.Meta(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE
+    after: Annotated[str, msgspec.Meta(min_length=1, max_length=512)] | msgspec.UnsetType = (
+        msgspec.field(default=msgspec.UNSET, name="continue")
+    )
+
+
+class OwnerQuery(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``DELETE /v1/sandboxes?owner=``: the owner is required (never "everyone")."""
+
+    owner: OwnerName

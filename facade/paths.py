@@ -1,0 +1,84 @@
+"""Which daemon operation a proxied tool call names, decided on one canonical path.
+
+A tool call ``/v1/sandboxes/{id}/<tail>`` is forwarded to the daemon's ``/v1/<tail>``. The
+check that ``<tail>`` is a daemon operation the facade offers must be made on the path the
+daemon will act on, not on the text the trainer sent: dot-segments (``files/../../healthz``),
+their percent-encodings (``%2e%2e``, ``.%2E``), encoded or doubled slashes (``%2F``, ``//``),
+backslashes and double encodings (``%252e``) are each read differently by someone on the way —
+aiohttp's router leaves them alone, the client's URL parser (yarl) resolves dot-segments, the
+daemon decodes once and then again for path parameters. So the facade does not normalise and
+hope: it decodes each segment of the raw path once and accepts only segments that every one
+of those readers sees the same way — unreserved characters (RFC 3986 ``[A-Za-z0-9._~-]``),
+never empty, ``.`` or ``..`` — then matches the canonical path against the daemon's route
+table (daemon/sandbox/api.py) for the prefixes in ``PROXIED``. Everything else is refused
+before any byte reaches a sandbox.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from daemon.sandbox.api import ROUTES as DAEMON_ROUTES
+
+from .errors import FacadeError
+from .routes import PROXIED
+
+__all__ = ["OPERATIONS", "ProxiedCall", "proxied_call"]
+
+PREFIX = ("v1", "sandboxes")
+_SEGMENT = re.compile(r"[A-Za-z0-9._~-]+")
+_PARAMETER = re.compile(r"\{\w+\}")
+
+
+@dataclass(frozen=True, slots=True)
+class ProxiedCall:
+    sandbox_id: str
+    #: The daemon path: ``/v1/`` + canonical segments, safe to send as it is (nothing to
+    #: encode, nothing any reader would normalise).
+    path: str
+
+
+def _template(path: str) -> re.Pattern[str]:
+    return re.compile("/".join(_PARAMETER.sub("[^/]+", part) for part in path.split("/")))
+
+
+#: (method, path pattern) of every daemon operation under a proxied prefix.
+OPERATIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (route.method, _template(route.path))
+    for route in DAEMON_ROUTES
+    if route.path.split("/")[2] in PROXIED
+)
+
+
+def proxied_call(method: str, raw_path: str) -> ProxiedCall:
+    """The daemon call for ``method raw_path`` (the request's raw, still encoded path).
+
+    Raises FacadeError: 400 ``invalid_path`` for a segment outside the rule, 404 ``not_found``
+    for no daemon operation, 405 ``method_not_allowed`` (with ``allow``) for another method.
+    """
+    raw = raw_path.split("?", 1)[0].split("/")
+    if raw[:1] != [""] or tuple(raw[1:3]) != PREFIX or len(raw) < 5:
+        raise FacadeError(404, "not_found", f"no tool call at {raw_path!r}")
+    segments = [unquote(s, errors="replace") for s in raw[3:]]
+    for segment in segments:
+        if not _SEGMENT.fullmatch(segment) or segment in (".", ".."):
+            raise FacadeError(
+                400,
+                "invalid_path",
+                "path segments must be non-empty, not `.` or `..`, and only [A-Za-z0-9._~-] "
+                f"(percent-decoded once): {raw_path!r}",
+            )
+    path = "/v1/" + "/".join(segments[1:])
+    allowed = sorted({m for m, pattern in OPERATIONS if pattern.fullmatch(path)})
+    if not allowed:
+        raise FacadeError(404, "not_found", f"no sandbox operation at {path!r}")
+    if method not in allowed:
+        raise FacadeError(
+            405,
+            "method_not_allowed",
+            f"{method} is not allowed on {path}",
+            allow=tuple(allowed),
+        )
+    return ProxiedCall(sandbox_id=segments[0], path=path)
