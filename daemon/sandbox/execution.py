@@ -26,6 +26,7 @@ from sandman.wire.daemon import Blob, Encoding, ExecEvent, ExecRequest, ExecResu
 from .errors import BadRequest, Conflict, NotFound, TooManyRequests
 from .output import HeadCapture, PipeReader, StreamDecoder
 from .settings import DaemonSettings
+from .streams import GuardedStream
 from .supervisor import Child, Supervisor, child_environment, signal_name
 
 __all__ = ["ExecManager", "decode_blob", "resolve_argv"]
@@ -102,6 +103,7 @@ class ExecManager:
         self._settings = settings
         self._supervisor = supervisor
         self._running: dict[str, _Running] = {}
+        self._ids: set[str] = set()  # admitted execs, running or about to start
         self._active = 0
 
     @property
@@ -133,6 +135,23 @@ class ExecManager:
         finally:
             self.release()
 
+    def _admit(self, requested_id: str | None) -> str:
+        """Take a slot and reserve the exec's id, both before anything starts or streams:
+        `_dismiss` gives both back. (Reserving at admission is what keeps two requests that
+        arrive together from sharing an id or both passing the last free slot.)"""
+        exec_id = requested_id or f"x-{os.urandom(6).hex()}"
+        if exec_id in self._ids:
+            raise Conflict(
+                f"an exec with id {exec_id!r} is already running", reason="exec_id_in_use"
+            )
+        self.acquire()
+        self._ids.add(exec_id)
+        return exec_id
+
+    def _dismiss(self, exec_id: str) -> None:
+        self._ids.discard(exec_id)
+        self.release()
+
     def _output_cap(self, requested: int | None) -> int:
         cap = self._settings.default_output_bytes if requested is None else requested
         limit = self._settings.max_output_bytes
@@ -155,45 +174,48 @@ class ExecManager:
 
     async def run(self, request: ExecRequest) -> ExecResult:
         prepared = self._prepare(request)
-        with self.slot():
-            state_or_result = self._start(request, prepared, on_chunk=None)
+        exec_id = self._admit(request.id)
+        try:
+            state_or_result = self._start(request, prepared, None, exec_id)
             if isinstance(state_or_result, ExecResult):
                 return state_or_result
             return await self._finish(state_or_result, request)
+        finally:
+            self._dismiss(exec_id)
 
     def stream(self, request: ExecRequest) -> AsyncIterator[bytes]:
-        """NDJSON lines: start, stdout/stderr chunks as they come, then exit."""
-        prepared = self._prepare(request)  # a bad request is a 400, not a broken 200 stream
-        exec_id = self._new_id(request.id)
-        self.check_capacity()  # admission is decided before the 200 response starts
-        return self._stream_events(request, prepared, exec_id)
+        """NDJSON lines: start, stdout/stderr chunks as they come, then exit.
+
+        Validation and admission happen here, before the 200 response starts: a bad request
+        is a 400 and a full daemon a 429, never a broken stream. The slot is held by the
+        returned stream from now on and given back when it is closed, started or not."""
+        prepared = self._prepare(request)
+        exec_id = self._admit(request.id)
+        events = self._stream_events(request, prepared, exec_id)
+        return GuardedStream(events, lambda: self._dismiss(exec_id))
 
     async def _stream_events(
         self, request: ExecRequest, prepared: _Prepared, exec_id: str
     ) -> AsyncIterator[bytes]:
         queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
         decoders = {"stdout": StreamDecoder(), "stderr": StreamDecoder()}
-        self._active += 1
+        started = self._start(request, prepared, lambda s, b: queue.put_nowait((s, b)), exec_id)
+        yield encode(ExecEvent(event="start", id=exec_id)) + b"\n"
+        if isinstance(started, ExecResult):
+            yield encode(ExecEvent(event="exit", result=started)) + b"\n"
+            return
+        finish = asyncio.ensure_future(self._finish(started, request))
         try:
-            started = self._start(request, prepared, lambda s, b: queue.put_nowait((s, b)), exec_id)
-            yield encode(ExecEvent(event="start", id=exec_id)) + b"\n"
-            if isinstance(started, ExecResult):
-                yield encode(ExecEvent(event="exit", result=started)) + b"\n"
-                return
-            finish = asyncio.ensure_future(self._finish(started, request))
-            try:
-                async for line in self._drain_queue(queue, decoders, started, finish):
-                    yield line
-                result = await finish
-            finally:
-                if not finish.done():  # the client went away mid-stream: stop the command
-                    started.child.signal_group(signal.SIGKILL)
-                    finish.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await finish
-            yield encode(ExecEvent(event="exit", result=result)) + b"\n"
+            async for line in self._drain_queue(queue, decoders, started, finish):
+                yield line
+            result = await finish
         finally:
-            self.release()
+            if not finish.done():  # the client went away mid-stream: stop the command
+                started.child.signal_group(signal.SIGKILL)
+                finish.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await finish
+        yield encode(ExecEvent(event="exit", result=result)) + b"\n"
 
     async def _drain_queue(
         self,
@@ -226,22 +248,13 @@ class ExecManager:
             if line:
                 yield line
 
-    def _new_id(self, requested: str | None) -> str:
-        exec_id = requested or f"x-{os.urandom(6).hex()}"
-        if exec_id in self._running:
-            raise Conflict(
-                f"an exec with id {exec_id!r} is already running", reason="exec_id_in_use"
-            )
-        return exec_id
-
     def _start(
         self,
         request: ExecRequest,
         prepared: _Prepared,
         on_chunk: Callable[[str, bytes], None] | None,
-        exec_id: str | None = None,
+        exec_id: str,
     ) -> _Running | ExecResult:
-        exec_id = exec_id or self._new_id(request.id)
         argv, stdin, cap = prepared.argv, prepared.stdin, prepared.cap
         env = child_environment(request.env)
         started = time.monotonic()

@@ -22,6 +22,7 @@ import h11
 import msgspec
 
 from .errors import BadRequest, DaemonError, NotFound, PayloadTooLarge
+from .streams import close_stream
 
 __all__ = ["HttpServer", "Request", "Response", "Router"]
 
@@ -180,7 +181,10 @@ class HttpServer:
                 return  # ConnectionClosed (or a stray event): done with this client
             request = self._make_request(channel, event)
             response = await self._dispatch(request)
-            await self._send_response(channel, response)
+            try:
+                await self._send_response(channel, response)
+            finally:  # a streamed body holds resources until closed, even if never sent
+                await close_stream(response.body)
             if not await self._finish_cycle(channel, request):
                 return
 
@@ -248,9 +252,7 @@ class HttpServer:
         finally:
             hangup.cancel()
             await asyncio.gather(hangup, return_exceptions=True)
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await close_stream(stream)
 
     @staticmethod
     async def _finish_cycle(channel: _Channel, request: Request) -> bool:

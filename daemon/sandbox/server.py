@@ -41,6 +41,7 @@ from .http import HttpServer, Request, Response, Router
 from .processes import ProcessManager
 from .sessions import SessionManager
 from .settings import DaemonSettings
+from .streams import GuardedStream
 from .supervisor import Supervisor, parse_signal, sanitize_environment
 from .sysinfo import CgroupReader
 
@@ -153,15 +154,14 @@ class SandboxDaemon:
             response.body = self._track_stream(response.body)
         return response
 
-    async def _track_stream(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """A streamed response counts as activity until its last chunk."""
+    def _track_stream(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """A streamed response counts as activity until it is closed."""
         self._in_flight += 1
-        try:
-            async for chunk in body:
-                yield chunk
-        finally:
-            self._in_flight -= 1
-            self._last_activity = time.monotonic()
+        return GuardedStream(body, self._stream_closed)
+
+    def _stream_closed(self) -> None:
+        self._in_flight -= 1
+        self._last_activity = time.monotonic()
 
     def _authenticate(self, request: Request) -> None:
         header = request.headers.get("authorization", "")
