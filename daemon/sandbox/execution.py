@@ -10,8 +10,6 @@ command itself has exited, so a backgrounded child never holds a response open.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import os
 import signal
@@ -21,43 +19,18 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandman.wire.daemon import Blob, Encoding, ExecEvent, ExecRequest, ExecResult, Output, encode
+from sandman.wire.daemon import Encoding, ExecEvent, ExecRequest, ExecResult, Output, encode
 
+from .commands import check_cwd, check_env, decode_blob, resolve_argv
 from .errors import BadRequest, Conflict, NotFound, TooManyRequests
 from .output import HeadCapture, PipeReader, StreamDecoder
 from .settings import DaemonSettings
 from .streams import GuardedStream
 from .supervisor import Child, Supervisor, child_environment, signal_name
 
-__all__ = ["ExecManager", "decode_blob", "resolve_argv"]
+__all__ = ["ExecManager"]
 
 STREAM_QUEUE_CHUNKS = 64
-
-
-def decode_blob(blob: Blob | None) -> bytes | None:
-    if blob is None:
-        return None
-    if blob.encoding == "utf-8":
-        return blob.data.encode()
-    try:
-        return base64.b64decode(blob.data, validate=True)
-    except binascii.Error as exc:
-        raise BadRequest(f"stdin is not valid base64: {exc}", reason="invalid_base64") from exc
-
-
-def resolve_argv(argv: list[str] | None, command: str | None, shell: str) -> list[str]:
-    if (argv is None) == (command is None):
-        raise BadRequest("give exactly one of 'argv' and 'command'", reason="invalid_command")
-    if argv is not None:
-        if not argv or not argv[0]:
-            raise BadRequest("'argv' must name a program", reason="invalid_command")
-        if any("\0" in a for a in argv):
-            raise BadRequest("NUL byte in 'argv'", reason="invalid_command")
-        return argv
-    assert command is not None
-    if "\0" in command:
-        raise BadRequest("NUL byte in 'command'", reason="invalid_command")
-    return [shell, "-c", command]
 
 
 def _spawn_error_result(exec_id: str, exc: OSError, started: float) -> ExecResult:
@@ -166,6 +139,8 @@ class ExecManager:
 
     def _prepare(self, request: ExecRequest) -> _Prepared:
         """Validate everything a client can get wrong, before anything starts or streams."""
+        check_env(request.env)
+        check_cwd(request.cwd)
         return _Prepared(
             argv=resolve_argv(request.argv, request.command, request.shell),
             stdin=decode_blob(request.stdin),

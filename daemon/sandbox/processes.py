@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from sandman.wire.daemon import ProcessInfo, ProcessOutput, ProcessStartRequest
 
+from .commands import check_cwd, check_env, resolve_argv
 from .errors import BadRequest, NotFound, TooManyRequests
-from .execution import resolve_argv
 from .output import PipeReader, TailBuffer
 from .settings import DaemonSettings
 from .supervisor import Child, Supervisor, child_environment, signal_name
@@ -67,6 +67,8 @@ class ProcessManager:
 
     def start(self, request: ProcessStartRequest) -> ProcessInfo:
         argv = resolve_argv(request.argv, request.command, request.shell)
+        check_env(request.env)
+        check_cwd(request.cwd)
         self._make_room()
         env = child_environment(request.env)
         try:

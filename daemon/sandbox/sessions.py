@@ -35,6 +35,7 @@ from sandman.wire.daemon import (
     SessionRunResult,
 )
 
+from .commands import check_cwd, check_env, check_shell
 from .errors import BadRequest, Conflict, NotFound, TooManyRequests, Unavailable
 from .output import HeadCapture, PipeReader
 from .settings import DaemonSettings
@@ -146,6 +147,9 @@ class SessionManager:
         return session
 
     async def create(self, request: SessionCreateRequest) -> SessionInfo:
+        check_env(request.env)
+        check_cwd(request.cwd)
+        check_shell(request.shell)
         if request.name in self._sessions:
             raise Conflict(f"session {request.name!r} already exists", reason="session_exists")
         if len(self._sessions) >= self._settings.max_sessions:
@@ -177,9 +181,13 @@ class SessionManager:
                 stderr=slave,
                 preexec_fn=_become_terminal_owner,
             )
-        except OSError as exc:
+        except BaseException as exc:  # whatever failed, the terminal must not leak
             os.close(master)
-            raise BadRequest(f"cannot start shell {shell!r}: {exc}", reason="spawn_failed") from exc
+            if isinstance(exc, OSError):
+                raise BadRequest(
+                    f"cannot start shell {shell!r}: {exc}", reason="spawn_failed"
+                ) from exc
+            raise
         finally:
             os.close(slave)
         buffer = bytearray()
