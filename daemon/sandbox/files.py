@@ -8,27 +8,36 @@ never sees half a file and a failed upload leaves the old content in place.
 Paths: relative paths resolve against the daemon's working directory. The daemon runs with the
 task's privileges and the agent already has a shell, so paths are not a security boundary;
 what must hold is that the daemon itself survives anything (NUL bytes, missing parents,
-directories where files are expected) and that a tar upload never writes outside its target
-directory (``tarfile``'s ``data`` extraction filter rejects absolute paths, ``..`` members and
-links that escape).
+directories where files are expected, names that are not UTF-8, paths past ``PATH_MAX``: each
+is a 4xx with a reason), that ``/`` is never removed however it is spelt (``//`` is a
+distinct spelling to ``normpath``), and that a tar upload never writes outside its target
+directory (``archives.py``).
+
+Names are bytes on Linux. A query's path arrives percent-decoded with the bytes that are not
+UTF-8 kept as surrogate escapes (``http.parse_query``), which ``os`` functions turn back into
+the same bytes; answers carry such names base64-encoded with ``*_encoding: "base64"``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import errno
 import os
 import shutil
 import stat
 from collections.abc import AsyncIterator, Iterator
 from typing import IO, Literal, cast
 
-from sandman.wire.daemon import DirEntry, DirListing, FileStat, MoveRequest
+from sandman.wire.daemon import DirEntry, DirListing, Encoding, FileStat, MoveRequest
 
 from .errors import BadRequest, Conflict, DaemonError, NotFound
 
-__all__ = ["FileService"]
+__all__ = ["FileChunks", "FileService", "name_text"]
 
 CHUNK = 64 * 1024
+PATH_MAX = 4096  # bytes, with the terminating NUL (linux/limits.h)
 FileType = Literal["file", "directory", "symlink", "other"]
 
 
@@ -40,6 +49,22 @@ def _kind(mode: int) -> FileType:
     if stat.S_ISLNK(mode):
         return "symlink"
     return "other"
+
+
+# errno -> (status, reason, what to say) for conditions a caller can cause or must learn of.
+_ERRNO_ERRORS = {
+    errno.ENAMETOOLONG: (400, "path_too_long", "name or path too long"),
+    errno.ELOOP: (400, "too_many_links", "too many levels of symbolic links"),
+    errno.EINVAL: (400, "invalid_path", "invalid argument for this path"),
+    errno.EXDEV: (400, "cross_device", "not on the same file system"),
+    errno.EROFS: (403, "read_only_file_system", "read-only file system"),
+    errno.ENOTEMPTY: (409, "directory_not_empty", "directory not empty"),
+    errno.EBUSY: (409, "busy", "busy (a mount point or in use)"),
+    errno.ETXTBSY: (409, "busy", "text file busy"),
+    errno.EMLINK: (409, "too_many_links", "too many links"),
+    errno.ENOSPC: (507, "no_space", "no space left on the device"),
+    errno.EDQUOT: (507, "no_space", "disk quota exceeded"),
+}
 
 
 def _translate(exc: OSError, path: str) -> DaemonError:
@@ -55,12 +80,43 @@ def _translate(exc: OSError, path: str) -> DaemonError:
     elif isinstance(exc, PermissionError):
         err = DaemonError(f"{path}: permission denied", reason="permission_denied")
         err.status = 403
-    elif exc.errno is not None and exc.errno == 39:  # ENOTEMPTY
-        err = Conflict(f"{path}: directory not empty", reason="directory_not_empty")
+    elif exc.errno in _ERRNO_ERRORS:
+        status, reason, what = _ERRNO_ERRORS[exc.errno]
+        err = DaemonError(f"{path}: {what}", reason=reason)
+        err.status = status
     else:
         err = DaemonError(f"{path}: {exc.strerror or exc}", reason="io_error")
     err.__cause__ = exc
     return err
+
+
+def name_text(name: str) -> tuple[str, Encoding]:
+    """A file name for JSON: itself if its bytes are UTF-8, else the base64 of its bytes."""
+    raw = os.fsencode(name)
+    try:
+        return raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii"), "base64"
+
+
+def _paths_text(*paths: str | None) -> tuple[list[str | None], Encoding]:
+    """Several paths of one answer under one encoding: base64 for all if one needs it."""
+    raws = [os.fsencode(p) if p is not None else None for p in paths]
+    try:
+        return [r.decode("utf-8") if r is not None else None for r in raws], "utf-8"
+    except UnicodeDecodeError:
+        return [base64.b64encode(r).decode("ascii") if r is not None else None for r in raws], (
+            "base64"
+        )
+
+
+def _decode_path(text: str, encoding: Encoding) -> str:
+    if encoding == "utf-8":
+        return text
+    try:
+        return os.fsdecode(base64.b64decode(text, validate=True))
+    except binascii.Error as exc:
+        raise BadRequest(f"path is not valid base64: {exc}", reason="invalid_base64") from exc
 
 
 class FileService:
@@ -69,12 +125,18 @@ class FileService:
         self._max_entries = max_entries
 
     def resolve(self, path: str | None) -> str:
+        """The absolute, normalised path (``//x`` is ``/x``); 400 for what no call could use."""
         if not path:
             raise BadRequest("query parameter 'path' is required", reason="missing_path")
         if "\0" in path:
             raise BadRequest("NUL byte in path", reason="invalid_path")
         base = self._workdir or os.getcwd()
-        return os.path.normpath(os.path.join(base, path))
+        full = "/" + os.path.normpath(os.path.join(base, path)).lstrip("/")
+        if len(os.fsencode(full)) >= PATH_MAX:
+            raise BadRequest(
+                f"path of {len(os.fsencode(full))} bytes exceeds PATH_MAX", reason="path_too_long"
+            )
+        return full
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -85,20 +147,22 @@ class FileService:
             target = os.readlink(full) if stat.S_ISLNK(st.st_mode) else None
         except OSError as exc:
             raise _translate(exc, full) from exc
+        (path_text, target_text), encoding = _paths_text(full, target)
         return FileStat(
-            path=full,
+            path=path_text or "",
             type=_kind(st.st_mode),
             size=st.st_size,
             mode=stat.S_IMODE(st.st_mode),
             mtime=st.st_mtime,
             uid=st.st_uid,
             gid=st.st_gid,
-            link_target=target,
+            link_target=target_text,
+            path_encoding=encoding,
         )
 
     def list(self, path: str) -> DirListing:
         full = self.resolve(path)
-        entries: list[DirEntry] = []
+        entries: list[tuple[bytes, DirEntry]] = []  # sorted by the names' bytes
         truncated = False
         try:
             with os.scandir(full) as scan:
@@ -106,29 +170,38 @@ class FileService:
                     if len(entries) >= self._max_entries:
                         truncated = True
                         break
-                    entries.append(_dir_entry(entry))
+                    entries.append((os.fsencode(entry.name), _dir_entry(entry)))
         except OSError as exc:
             raise _translate(exc, full) from exc
-        entries.sort(key=lambda e: e.name)
-        return DirListing(path=full, entries=entries, truncated=truncated)
+        entries.sort(key=lambda e: e[0])
+        path_text, encoding = name_text(full)
+        return DirListing(
+            path=path_text,
+            entries=[entry for _, entry in entries],
+            truncated=truncated,
+            path_encoding=encoding,
+        )
 
     # -- content ---------------------------------------------------------------------------
 
-    def open_read(self, path: str, offset: int, length: int | None) -> tuple[int, Iterator[bytes]]:
+    def open_read(self, path: str, offset: int, length: int | None) -> tuple[int, FileChunks]:
         """(bytes that will be sent, chunk iterator) for a byte range of a regular file."""
         full = self.resolve(path)
         if offset < 0 or (length is not None and length < 0):
             raise BadRequest("offset and length must be >= 0", reason="invalid_range")
-        try:
-            fd = os.open(full, os.O_RDONLY)
+        try:  # non-blocking: opening a FIFO must not hang the daemon
+            fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
             raise _translate(exc, full) from exc
-        size = os.fstat(fd).st_size
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        size = st.st_size
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
-            raise BadRequest(f"{full}: is a directory", reason="is_a_directory")
+            if stat.S_ISDIR(st.st_mode):
+                raise BadRequest(f"{full}: is a directory", reason="is_a_directory")
+            raise BadRequest(f"{full}: not a regular file", reason="not_a_regular_file")
         count = max(0, size - offset) if length is None else max(0, min(length, size - offset))
-        return count, _read_chunks(fd, offset, count)
+        return count, FileChunks(fd, offset, count)
 
     async def write(
         self, path: str, chunks: AsyncIterator[bytes], mode: int | None, parents: bool
@@ -140,7 +213,8 @@ class FileService:
                 os.makedirs(directory, exist_ok=True)
             if os.path.isdir(full):
                 raise IsADirectoryError(full)
-            tmp = os.path.join(directory, f".{os.path.basename(full)}.sandman-{os.getpid()}.tmp")
+            # A short name: the target's own name may already be near NAME_MAX.
+            tmp = os.path.join(directory, f".sandman-{os.getpid()}-{os.urandom(4).hex()}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         except OSError as exc:
             raise _translate(exc, full) from exc
@@ -176,12 +250,19 @@ class FileService:
             raise _translate(exc, full) from exc
 
     def move(self, request: MoveRequest) -> FileStat:
-        src, dst = self.resolve(request.source), self.resolve(request.destination)
+        src = self.resolve(_decode_path(request.source, request.encoding))
+        dst = self.resolve(_decode_path(request.destination, request.encoding))
+        if src == "/" or dst == "/":
+            raise BadRequest("refusing to move / or onto /", reason="invalid_path")
+        if dst.startswith(src.rstrip("/") + "/"):
+            raise BadRequest(f"cannot move {src} into itself", reason="invalid_path")
         try:
             if not request.overwrite and os.path.lexists(dst):
                 raise FileExistsError(dst)
             os.makedirs(os.path.dirname(dst) or "/", exist_ok=True)
             shutil.move(src, dst)
+        except shutil.Error as exc:  # an OSError without errno, e.g. "destination exists"
+            raise Conflict(f"cannot move {src} to {dst}: {exc}", reason="file_exists") from exc
         except OSError as exc:
             raise _translate(exc, src) from exc
         return self.stat(dst)
@@ -211,17 +292,19 @@ class FileService:
 
 
 def _dir_entry(entry: os.DirEntry[str]) -> DirEntry:
+    name, encoding = name_text(entry.name)
     try:
         st = entry.stat(follow_symlinks=False)
-        return DirEntry(
-            name=entry.name,
-            type=_kind(st.st_mode),
-            size=st.st_size,
-            mode=stat.S_IMODE(st.st_mode),
-            mtime=st.st_mtime,
-        )
     except OSError:
-        return DirEntry(name=entry.name, type="other", size=0, mode=0, mtime=0.0)
+        return DirEntry(name=name, type="other", size=0, mode=0, mtime=0.0, name_encoding=encoding)
+    return DirEntry(
+        name=name,
+        type=_kind(st.st_mode),
+        size=st.st_size,
+        mode=stat.S_IMODE(st.st_mode),
+        mtime=st.st_mtime,
+        name_encoding=encoding,
+    )
 
 
 def _default_mode(full: str) -> int:
@@ -238,17 +321,26 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-def _read_chunks(fd: int, offset: int, count: int) -> Iterator[bytes]:
-    try:
-        while count > 0:
-            data = os.pread(fd, min(CHUNK, count), offset)
+class FileChunks:
+    """A byte range of an open file as chunks; owns the descriptor, which ``close`` (run by
+    the response on every path, iterated or not) releases once."""
+
+    def __init__(self, fd: int, offset: int, count: int) -> None:
+        self._fd, self._offset, self._count = fd, offset, count
+
+    def __iter__(self) -> Iterator[bytes]:
+        while self._count > 0 and self._fd >= 0:
+            data = os.pread(self._fd, min(CHUNK, self._count), self._offset)
             if not data:
                 return
-            offset += len(data)
-            count -= len(data)
+            self._offset += len(data)
+            self._count -= len(data)
             yield data
-    finally:
-        os.close(fd)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
 
 
 async def _write_all(fd: int, chunks: AsyncIterator[bytes]) -> None:

@@ -16,7 +16,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, unquote_to_bytes
 
 import h11
 import msgspec
@@ -24,7 +24,7 @@ import msgspec
 from .errors import BadRequest, DaemonError, NotFound, PayloadTooLarge
 from .streams import close_stream
 
-__all__ = ["HttpServer", "Request", "Response", "Router"]
+__all__ = ["HttpServer", "Request", "Response", "Router", "parse_query"]
 
 log = logging.getLogger("sandman.daemon.http")
 
@@ -131,7 +131,27 @@ class Router:
 
 
 def _error_body(exc: DaemonError) -> bytes:
-    return msgspec.json.encode({"error": {"reason": exc.reason, "message": exc.message}})
+    # A message may quote a client's path that is not UTF-8: escape, never fail, here.
+    message = exc.message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return msgspec.json.encode({"error": {"reason": exc.reason, "message": message}})
+
+
+def _path_text(raw: bytes) -> str:
+    """Percent-decoded bytes as text, bytes that are not UTF-8 kept as surrogate escapes
+    (the ``os.fsdecode`` convention, so they reach the file system unchanged)."""
+    return unquote_to_bytes(raw.split(b"#", 1)[0]).decode("utf-8", "surrogateescape")
+
+
+def parse_query(raw: bytes) -> dict[str, str]:
+    """``a=1&b=%FF`` -> ``{"a": "1", "b": "\\udcff"}``: lossless for any byte (a path may be
+    any bytes a file system accepts); ``+`` is a space; the last of repeated names wins."""
+    query: dict[str, str] = {}
+    for pair in raw.split(b"#", 1)[0].split(b"&"):
+        if not pair:
+            continue
+        name, _, value = pair.replace(b"+", b" ").partition(b"=")
+        query[_path_text(name)] = _path_text(value)
+    return query
 
 
 class HttpServer:
@@ -190,10 +210,11 @@ class HttpServer:
 
     @staticmethod
     def _make_request(channel: _Channel, event: h11.Request) -> Request:
-        target = urlsplit(event.target.decode("latin-1"))
+        path, _, query = bytes(event.target).partition(b"?")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers}
-        query = dict(parse_qsl(target.query, keep_blank_values=True))
-        return Request(event.method.decode(), unquote(target.path), query, headers, channel)
+        return Request(
+            event.method.decode(), _path_text(path), parse_query(query), headers, channel
+        )
 
     async def _dispatch(self, request: Request) -> Response:
         try:

@@ -12,6 +12,7 @@ import asyncio
 import hmac
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import TypeVar
@@ -57,16 +58,33 @@ def _json(value: object, status: int = 200) -> Response:
     return Response(status, encode(value))
 
 
+INT64_MAX = 2**63 - 1
+DECIMAL = re.compile(r"-?[0-9]{1,19}")
+OCTAL = re.compile(r"-?[0-7]{1,7}")
+
+
 def _query_int(request: Request, name: str, default: int | None = None) -> int | None:
+    """An integer query parameter: ASCII decimal digits (octal for ``mode``), within int64,
+    else a 400 ``invalid_query``. Ranges (negative offsets, modes past 07777) are the
+    operation's to refuse, with its own reason."""
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        return int(raw, 8) if name == "mode" else int(raw)
-    except ValueError as exc:
-        raise BadRequest(
-            f"query parameter {name!r} must be an integer", reason="invalid_query"
-        ) from exc
+    octal = name == "mode"
+    if (
+        not (OCTAL if octal else DECIMAL).fullmatch(raw)
+        or abs(int(raw, 8 if octal else 10)) > INT64_MAX
+    ):
+        kind = "an octal integer" if octal else "a decimal integer within int64"
+        raise BadRequest(f"query parameter {name!r} must be {kind}", reason="invalid_query")
+    return int(raw, 8 if octal else 10)
+
+
+def _query_mode(request: Request) -> int | None:
+    mode = _query_int(request, "mode")
+    if mode is not None and not 0 <= mode <= 0o7777:
+        raise BadRequest(f"mode {mode:o} is outside 0..7777 (octal)", reason="invalid_mode")
+    return mode
 
 
 def _query_bool(request: Request, name: str, default: bool = False) -> bool:
@@ -260,6 +278,8 @@ class SandboxDaemon:
 
     async def _process_output(self, request: Request) -> Response:
         tail = _query_int(request, "tail_bytes")
+        if tail is not None and tail < 0:
+            raise BadRequest("tail_bytes must be >= 0", reason="invalid_query")
         return _json(self.processes.output(request.path_params["id"], tail))
 
     async def _process_signal(self, request: Request) -> Response:
@@ -282,22 +302,18 @@ class SandboxDaemon:
         )
 
         async def body() -> AsyncIterator[bytes]:
-            try:
-                for chunk in chunks:
-                    yield chunk
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+            for chunk in chunks:
+                yield chunk
 
-        return Response(200, body(), OCTETS, [("x-sandman-bytes", str(count))])
+        stream = GuardedStream(body(), chunks.close)  # the fd is closed even if never sent
+        return Response(200, stream, OCTETS, [("x-sandman-bytes", str(count))])
 
     async def _file_write(self, request: Request) -> Response:
         chunks = request.body_chunks(self.settings.max_upload_bytes)
         stat = await self.files.write(
             request.query.get("path", ""),
             chunks,
-            _query_int(request, "mode"),
+            _query_mode(request),
             _query_bool(request, "parents", True),
         )
         return _json(stat)
