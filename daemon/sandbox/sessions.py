@@ -41,7 +41,7 @@ from .output import HeadCapture, PipeReader
 from .settings import DaemonSettings
 from .supervisor import Child, Supervisor
 
-__all__ = ["SessionManager", "find_scratch_dir"]
+__all__ = ["SessionManager", "TerminalBuffer", "find_scratch_dir"]
 
 MARKER_RE = re.compile(rb"\x1eSANDMAN ([0-9a-f]{16}) (\d+)\x1e\n?")
 READY_TIMEOUT_S = 10.0
@@ -102,6 +102,36 @@ def _become_terminal_owner() -> None:  # runs in the child between fork and exec
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
+class TerminalBuffer(bytearray):
+    """What the terminal printed and no command has collected yet, bounded.
+
+    A command's collector empties it at every wake-up; between commands nobody does, and a
+    background job writing to the terminal (``yes > /dev/tty &``) once grew the daemon by
+    ~70 MiB/s. Past ``cap`` the oldest bytes are dropped and counted (a command's output
+    reports them in ``total_bytes``; between commands they would be discarded anyway: a
+    command's output starts when the command does)."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+        self.dropped = 0
+
+    def append_bounded(self, data: bytes) -> None:
+        self.extend(data)
+        overflow = len(self) - self.cap
+        if overflow > 0:
+            del self[:overflow]
+            self.dropped += overflow
+
+    def reset(self) -> None:
+        self.clear()
+        self.dropped = 0
+
+    def take_dropped(self) -> int:
+        dropped, self.dropped = self.dropped, 0
+        return dropped
+
+
 @dataclass(slots=True)
 class _Session:
     name: str
@@ -110,7 +140,7 @@ class _Session:
     master_fd: int
     reader: PipeReader
     created_at: float
-    buffer: bytearray
+    buffer: TerminalBuffer
     data_event: asyncio.Event
     lock: asyncio.Lock
     commands_run: int = 0
@@ -190,11 +220,11 @@ class SessionManager:
             raise
         finally:
             os.close(slave)
-        buffer = bytearray()
+        buffer = TerminalBuffer(self._settings.session_buffer_bytes)
         event = asyncio.Event()
 
         def on_data(data: bytes) -> None:
-            buffer.extend(data)
+            buffer.append_bounded(data)
             event.set()
 
         reader = PipeReader(os.dup(master), on_data)
@@ -224,7 +254,7 @@ class SessionManager:
         capture = HeadCapture(cap)
         timed_out = False
         try:
-            session.buffer.clear()
+            session.buffer.reset()
             self._write(
                 session, f". '{script}'; printf '\\036SANDMAN %s %d\\036\\n' {nonce} \"$?\"\n"
             )
@@ -256,6 +286,7 @@ class SessionManager:
         Returns None at the deadline; raises if the shell exits first.
         """
         while True:
+            capture.skip(session.buffer.take_dropped())
             match = _find_marker(session.buffer, nonce)
             if match is not None:
                 code = int(match.group(2))  # before the buffer it points into changes
@@ -268,7 +299,7 @@ class SessionManager:
                 del session.buffer[:-keep]
             if session.reader.closed.done():  # the shell exited (e.g. the command ran `exit`)
                 capture.feed(_strip_markers(session.buffer))
-                session.buffer.clear()
+                session.buffer.reset()
                 code = await session.child.wait()
                 return code if code >= 0 else 128 - code
             session.data_event.clear()

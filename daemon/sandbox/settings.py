@@ -34,6 +34,8 @@ class DaemonSettings:
     process_tail_bytes: int = 256 * 1024
     max_processes: int = 256
     max_sessions: int = 32
+    session_buffer_bytes: int = 256 * 1024
+    """Terminal output a session keeps while no command collects it (oldest dropped)."""
     max_dir_entries: int = 10_000
     stream_drain_s: float = 0.25
     """After a command exits, how long to keep reading output its children still write."""
