@@ -50,6 +50,11 @@ def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
     parser.add_argument("--max-upload-bytes", type=int, default=defaults.max_upload_bytes)
     parser.add_argument("--max-processes", type=int, default=defaults.max_processes)
     parser.add_argument("--max-sessions", type=int, default=defaults.max_sessions)
+    parser.add_argument("--max-connections", type=int, default=defaults.max_connections)
+    parser.add_argument("--keepalive-timeout", type=float, default=defaults.keepalive_timeout_s)
+    parser.add_argument("--header-timeout", type=float, default=defaults.header_timeout_s)
+    parser.add_argument("--body-timeout", type=float, default=defaults.body_timeout_s)
+    parser.add_argument("--send-timeout", type=float, default=defaults.send_timeout_s)
     parser.add_argument("--log-level", default=env("SANDMAN_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
@@ -68,6 +73,11 @@ def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
         max_upload_bytes=args.max_upload_bytes,
         max_processes=args.max_processes,
         max_sessions=args.max_sessions,
+        max_connections=args.max_connections,
+        keepalive_timeout_s=args.keepalive_timeout,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        send_timeout_s=args.send_timeout,
     )
 
 

@@ -6,14 +6,29 @@ of RSS on top of the interpreter; h11 is a small, well-kept HTTP/1.1 state machi
 the protocol work (parsing, framing, chunked encoding, keep-alive rules). This module adds only
 what a small JSON API needs on top: routing by method and path template, bounded body reads,
 and streaming responses with backpressure.
+
+Connections are a bounded resource (``ConnectionLimits``). Idle clients once exhausted the
+daemon's descriptors and its readiness probe failed; a client dribbling its head held a
+connection forever. So: at most ``max_connections`` at once, and a connection arriving at the
+cap evicts the longest-idle one (idle between requests, or still sending its head), which
+keeps ``/healthz`` answering however many idle clients there are; when every connection is
+busy with a request, the newcomer gets one answer (``/healthz``, or a 503) and is closed.
+Deadlines: a new connection's first head within ``header_timeout_s``; between requests a
+keep-alive connection may idle ``keepalive_timeout_s`` (long: an agent thinks between tool
+calls and its pooled connection must still be there), then its next head gets
+``header_timeout_s`` from its first byte; a request body may pause at most
+``body_timeout_s`` between reads; a response write may stall ``send_timeout_s``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import re
+import socket
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import unquote, unquote_to_bytes
@@ -21,10 +36,17 @@ from urllib.parse import unquote, unquote_to_bytes
 import h11
 import msgspec
 
-from .errors import BadRequest, DaemonError, NotFound, PayloadTooLarge
+from .errors import (
+    BadRequest,
+    DaemonError,
+    NotFound,
+    PayloadTooLarge,
+    RequestTimeout,
+    Unavailable,
+)
 from .streams import close_stream
 
-__all__ = ["HttpServer", "Request", "Response", "Router", "parse_query"]
+__all__ = ["ConnectionLimits", "HttpServer", "Request", "Response", "Router", "parse_query"]
 
 log = logging.getLogger("sandman.daemon.http")
 
@@ -33,6 +55,25 @@ MAX_HEADER_BYTES = 32 * 1024
 DRAIN_LIMIT = 1024 * 1024  # unread request body we are willing to discard to keep a connection
 
 Handler = Callable[["Request"], Awaitable["Response"]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """Caps and deadlines of client connections (defaults: ``DaemonSettings``)."""
+
+    max_connections: int
+    keepalive_timeout_s: float
+    header_timeout_s: float
+    body_timeout_s: float
+    send_timeout_s: float
+
+
+class _HeadTimeout(Exception):
+    """The next request's head did not arrive in time (``partial``: some of it did)."""
+
+    def __init__(self, partial: bool) -> None:
+        super().__init__("request head timed out")
+        self.partial = partial
 
 
 @dataclass(slots=True)
@@ -46,26 +87,77 @@ class Response:
 
 
 class _Channel:
-    """One client connection: the h11 state machine plus its stream pair."""
+    """One client connection: the h11 state machine, its stream pair and its deadlines."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: ConnectionLimits
+    ) -> None:
         self.reader = reader
         self.writer = writer
+        self.limits = limits
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+        self.requests = 0
+        self.busy = False  # a request is being read, handled or answered: not evictable
+        self.idle_since = time.monotonic()
+        self.evicted = False
 
-    async def next_event(self) -> object:
+    async def _receive(self, timeout_s: float) -> int:
+        """Feed h11 what arrives within ``timeout_s`` (TimeoutError otherwise)."""
+        async with asyncio.timeout(max(timeout_s, 0.0)):
+            data = await self.reader.read(READ_CHUNK)
+        self.conn.receive_data(data)
+        return len(data)
+
+    async def next_request(self) -> object:
+        """The next request's head (or ConnectionClosed), within the deadlines."""
+        first_wait = (
+            self.limits.keepalive_timeout_s if self.requests else self.limits.header_timeout_s
+        )
+        deadline: float | None = None
         while True:
             event = self.conn.next_event()
             if event is not h11.NEED_DATA:
                 return event
-            data = await self.reader.read(READ_CHUNK)
-            self.conn.receive_data(data)
+            partial = bool(self.conn.trailing_data[0]) or deadline is not None
+            if partial and deadline is None:
+                deadline = time.monotonic() + self.limits.header_timeout_s
+            wait = deadline - time.monotonic() if deadline is not None else first_wait
+            try:
+                received = await self._receive(wait)
+            except TimeoutError:
+                raise _HeadTimeout(partial) from None
+            if received and deadline is None:
+                deadline = time.monotonic() + self.limits.header_timeout_s
+
+    async def next_body_event(self) -> object:
+        while True:
+            event = self.conn.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            try:
+                await self._receive(self.limits.body_timeout_s)
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"no request body data for {self.limits.body_timeout_s} s",
+                    reason="body_timeout",
+                ) from None
 
     async def send(self, event: h11.Event) -> None:
         data = self.conn.send(event)
         if data:
-            self.writer.write(data)
-            await self.writer.drain()
+            await self.write(data)
+
+    async def write(self, data: bytes) -> None:
+        self.writer.write(data)
+        try:
+            async with asyncio.timeout(self.limits.send_timeout_s):
+                await self.writer.drain()
+        except TimeoutError:
+            raise ConnectionResetError("the client stopped reading the response") from None
+
+    def evict(self) -> None:
+        self.evicted = True
+        self.writer.transport.abort()
 
 
 @dataclass(slots=True)
@@ -86,7 +178,7 @@ class Request:
         received = 0
         while not self._body_done:
             try:
-                event = await self.channel.next_event()
+                event = await self.channel.next_body_event()
             except h11.RemoteProtocolError as exc:
                 raise BadRequest(
                     f"incomplete request body: {exc}", reason="incomplete_body"
@@ -157,56 +249,129 @@ def parse_query(raw: bytes) -> dict[str, str]:
 class HttpServer:
     """Serve ``app`` (a Request -> Response coroutine) on one TCP listener."""
 
-    def __init__(self, app: Handler) -> None:
+    def __init__(self, app: Handler, limits: ConnectionLimits) -> None:
         self._app = app
-        self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._limits = limits
+        self._listener: socket.socket | None = None
+        self._acceptor: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # one per connection, from its accept
+        self._connections: dict[asyncio.Task[None], _Channel] = {}  # once its streams exist
 
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._serve, host, port, limit=MAX_HEADER_BYTES)
-        return int(self._server.sockets[0].getsockname()[1])
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._listener = socket.create_server((host, port), family=family, backlog=128)
+        self._listener.setblocking(False)
+        self._acceptor = asyncio.ensure_future(self._accept_loop(self._listener))
+        return int(self._listener.getsockname()[1])
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for task in list(self._connections):
+        if self._acceptor is not None:
+            self._acceptor.cancel()
+            await asyncio.gather(self._acceptor, return_exceptions=True)
+        if self._listener is not None:
+            self._listener.close()
+        for task in list(self._tasks):
             task.cancel()
-        for task in list(self._connections):
+        for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if self._server is not None:
-            await self._server.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept_loop(self, listener: socket.socket) -> None:
+        """One accept at a time, room made before the next: asyncio's own server accepts a
+        whole backlog in one go, which ran the daemon out of descriptors before any cap could
+        act. Out of descriptors anyway (commands hold fds too), an idle connection goes."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, _ = await loop.sock_accept(listener)
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    log.warning("accept failed: %s", exc)
+                self._evict_idle()
+                await asyncio.sleep(0.05)
+                continue
+            overflow = not self._make_room()
+            task = asyncio.ensure_future(self._serve_socket(sock, overflow))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            await asyncio.sleep(0)  # let an evicted connection close before the next accept
+
+    async def _serve_socket(self, sock: socket.socket, overflow: bool) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(sock=sock, limit=MAX_HEADER_BYTES)
+        except OSError:
+            sock.close()
+            return
+        await self._serve(reader, writer, overflow)
+
+    def _make_room(self) -> bool:
+        """At the cap, evict the longest-idle connection; False if every one is busy."""
+        if len(self._tasks) < self._limits.max_connections:
+            return True
+        return self._evict_idle()
+
+    def _evict_idle(self) -> bool:
+        idle = [c for c in self._connections.values() if not c.busy and not c.evicted]
+        if not idle:
+            return False
+        min(idle, key=lambda c: c.idle_since).evict()
+        return True
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, overflow: bool
+    ) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
-        channel = _Channel(reader, writer)
+        channel = _Channel(reader, writer, self._limits)
+        self._connections[task] = channel
         try:
-            await self._serve_requests(channel)
+            await self._serve_requests(channel, overflow)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except _HeadTimeout as exc:
+            if exc.partial:
+                await self._reply_error(
+                    channel,
+                    408,
+                    _error_body(
+                        RequestTimeout("request head not received in time", reason="header_timeout")
+                    ),
+                )
         except h11.RemoteProtocolError as exc:
-            await self._reply_protocol_error(channel, exc)
+            body = _error_body(BadRequest(f"malformed HTTP request: {exc}", reason="bad_http"))
+            await self._reply_error(channel, exc.error_status_hint, body)
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _serve_requests(self, channel: _Channel) -> None:
+    async def _serve_requests(self, channel: _Channel, overflow: bool) -> None:
         while True:
-            event = await channel.next_event()
+            event = await channel.next_request()
             if not isinstance(event, h11.Request):
                 return  # ConnectionClosed (or a stray event): done with this client
+            channel.busy = True
             request = self._make_request(channel, event)
-            response = await self._dispatch(request)
+            response = await self._answer(request, overflow)
             try:
                 await self._send_response(channel, response)
             finally:  # a streamed body holds resources until closed, even if never sent
                 await close_stream(response.body)
-            if not await self._finish_cycle(channel, request):
+            if overflow or not await self._finish_cycle(channel, request):
                 return
+            channel.requests += 1
+            channel.busy = False
+            channel.idle_since = time.monotonic()
+
+    async def _answer(self, request: Request, overflow: bool) -> Response:
+        if not overflow or request.path == "/healthz":
+            return await self._dispatch(request)
+        busy = Unavailable(
+            f"all {self._limits.max_connections} connections are busy",
+            reason="too_many_connections",
+        )
+        return Response(busy.status, _error_body(busy), headers=[("connection", "close")])
 
     @staticmethod
     def _make_request(channel: _Channel, event: h11.Request) -> Request:
@@ -237,8 +402,7 @@ class HttpServer:
             if response.body:
                 data += conn.send(h11.Data(data=response.body)) or b""
             data += conn.send(h11.EndOfMessage()) or b""
-            channel.writer.write(data)
-            await channel.writer.drain()
+            await channel.write(data)
             return
         await channel.send(h11.Response(status_code=response.status, headers=headers))
         await self._stream_body(channel, response.body)
@@ -291,12 +455,18 @@ class HttpServer:
         return False
 
     @staticmethod
-    async def _reply_protocol_error(channel: _Channel, exc: h11.RemoteProtocolError) -> None:
+    async def _reply_error(channel: _Channel, status: int, body: bytes) -> None:
+        """An error answer before (or instead of) a request: raw bytes, then close."""
         if channel.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
             return
-        body = _error_body(BadRequest(f"malformed HTTP request: {exc}", reason="bad_http"))
-        headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
+        phrase = {
+            400: "Bad Request",
+            408: "Request Timeout",
+            431: "Request Header Fields Too Large",
+        }
+        head = (
+            f"HTTP/1.1 {status} {phrase.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        )
         with contextlib.suppress(Exception):
-            await channel.send(h11.Response(status_code=exc.error_status_hint, headers=headers))
-            await channel.send(h11.Data(data=body))
-            await channel.send(h11.EndOfMessage())
+            await channel.write(head.encode() + body)

@@ -9,10 +9,12 @@ ends cleanly and the pod reports ``Succeeded``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import os
 import re
+import resource
 import time
 from collections.abc import AsyncIterator
 from typing import TypeVar
@@ -38,7 +40,7 @@ from .api import ROUTES
 from .errors import BadRequest, Unauthorized
 from .execution import ExecManager
 from .files import FileService
-from .http import HttpServer, Request, Response, Router
+from .http import ConnectionLimits, HttpServer, Request, Response, Router
 from .processes import ProcessManager
 from .sessions import SessionManager
 from .settings import DaemonSettings
@@ -98,6 +100,23 @@ def _query_bool(request: Request, name: str, default: bool = False) -> bool:
     raise BadRequest(f"query parameter {name!r} must be a boolean", reason="invalid_query")
 
 
+def connection_limits(settings: DaemonSettings) -> ConnectionLimits:
+    """The HTTP server's limits; the connection cap also fits the descriptors we may open
+    (the soft RLIMIT_NOFILE is raised to the hard one first: commands need fds too)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return ConnectionLimits(
+        max_connections=max(4, min(settings.max_connections, soft // 4)),
+        keepalive_timeout_s=settings.keepalive_timeout_s,
+        header_timeout_s=settings.header_timeout_s,
+        body_timeout_s=settings.body_timeout_s,
+        send_timeout_s=settings.send_timeout_s,
+    )
+
+
 class SandboxDaemon:
     def __init__(self, settings: DaemonSettings) -> None:
         self.settings = settings
@@ -108,7 +127,7 @@ class SandboxDaemon:
         self.files = FileService(settings.workdir, settings.max_dir_entries)
         self.cgroups = CgroupReader()
         self.router = self._routes()
-        self._http = HttpServer(self._handle)
+        self._http = HttpServer(self._handle, connection_limits(settings))
         self._token = settings.token.encode()
         self._started = time.monotonic()
         self._last_activity = time.monotonic()

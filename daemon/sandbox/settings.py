@@ -37,6 +37,19 @@ class DaemonSettings:
     session_buffer_bytes: int = 256 * 1024
     """Terminal output a session keeps while no command collects it (oldest dropped)."""
     max_dir_entries: int = 10_000
+    max_connections: int = 256
+    """Client connections at once (also at most a quarter of RLIMIT_NOFILE); at the cap a new
+    connection evicts the longest-idle one."""
+    keepalive_timeout_s: float = 600.0
+    """How long a kept-alive connection may idle between requests: longer than an agent's
+    think time, so a pooled connection is still there for the next tool call. Clients and
+    proxies must close their idle pooled connections sooner than this."""
+    header_timeout_s: float = 10.0
+    """A request's head must arrive within this, from its first byte (or from the accept)."""
+    body_timeout_s: float = 30.0
+    """A request body may pause at most this long between reads."""
+    send_timeout_s: float = 60.0
+    """A response write may stall at most this long (a client that stopped reading)."""
     stream_drain_s: float = 0.25
     """After a command exits, how long to keep reading output its children still write."""
     shutdown_grace_s: float = 2.0
