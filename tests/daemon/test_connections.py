@@ -9,6 +9,7 @@ body, or idles between requests past the keep-alive timeout is closed.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import resource
 import socket
@@ -66,7 +67,7 @@ async def test_idle_connections_cannot_starve_the_readiness_probe(tmp_path: obje
     daemon = start_daemon(cwd=str(tmp_path), preexec_fn=_low_fd_limit)
     try:
         with _sockets(daemon, 300):
-            time.sleep(0.5)  # let the daemon accept what it will (a span, not a condition)
+            await asyncio.sleep(0.5)  # let the daemon accept what it will (a span, not a condition)
             timeout = aiohttp.ClientTimeout(total=5)
             headers = {"Authorization": f"Bearer {daemon.token}"}
             async with aiohttp.ClientSession(timeout=timeout) as session:
@@ -102,7 +103,7 @@ async def test_a_dribbled_head_is_closed_at_the_header_deadline(daemon: DaemonPr
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             for byte in head:  # a byte every 50 ms: each read is quick, the head never ends
                 sock.sendall(bytes([byte]))
-                time.sleep(0.05)
+                await asyncio.sleep(0.05)
                 if time.monotonic() - started > 4:
                     break
         _closed_by_server(sock, within_s=1)
