@@ -186,7 +186,7 @@ class ExecManager:
             result = await finish
         finally:
             if not finish.done():  # the client went away mid-stream: stop the command
-                started.child.signal_group(signal.SIGKILL)
+                await started.child.scope.kill()
                 finish.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await finish
@@ -275,7 +275,7 @@ class ExecManager:
                     code = await state.child.wait()
             except TimeoutError:
                 state.timed_out = True
-                await state.child.terminate_group(request.kill_grace_s)
+                await state.child.terminate(request.kill_grace_s)
                 code = await state.child.wait()
             await self._drain(state)
         finally:
@@ -310,9 +310,9 @@ class ExecManager:
     # -- control ---------------------------------------------------------------------------
 
     async def stop_all(self) -> None:
-        """Kill every running exec's process group (daemon shutdown)."""
+        """Kill every running exec's scope (daemon shutdown)."""
         for state in list(self._running.values()):
-            state.child.signal_group(signal.SIGKILL)
+            await state.child.scope.kill()
 
     def signal(self, exec_id: str, signum: signal.Signals) -> None:
         state = self._running.get(exec_id)

@@ -145,17 +145,16 @@ class ProcessManager:
         return proc.info()
 
     async def remove(self, proc_id: str) -> ProcessInfo:
-        """Stop (TERM, then KILL after the grace) if running, then forget the record."""
+        """Stop its scope (TERM, then KILL after the grace), then forget the record. A leader
+        that already exited may have left children: they are stopped all the same."""
         proc = self.get(proc_id)
-        if proc.child.running:
-            await proc.child.terminate_group(self._settings.shutdown_grace_s)
+        await proc.child.terminate(self._settings.shutdown_grace_s)
         self._forget(proc)
         return proc.info()
 
     async def stop_all(self) -> None:
-        running = [p for p in self._procs.values() if p.child.running]
         await asyncio.gather(
-            *(p.child.terminate_group(self._settings.shutdown_grace_s) for p in running)
+            *(p.child.terminate(self._settings.shutdown_grace_s) for p in self._procs.values())
         )
         for proc in list(self._procs.values()):
             self._forget(proc)

@@ -352,8 +352,8 @@ class SessionManager:
 
     async def _terminate(self, session: _Session) -> None:
         self._kill_foreground(session)
-        session.child.signal_group(signal.SIGHUP)
-        await session.child.terminate_group(self._settings.shutdown_grace_s)
+        session.child.signal_group(signal.SIGHUP)  # as a closed terminal would: jobs get it too
+        await session.child.terminate(self._settings.shutdown_grace_s)
         session.reader.close()
         with contextlib.suppress(OSError):
             os.close(session.master_fd)

@@ -8,8 +8,10 @@ it started and counts the rest as reaped orphans. Outside a container (simcluste
 mode, tests) the daemon marks itself a child subreaper so it plays the same role for the
 processes it started.
 
-Every command runs in its own session (and so its own process group), so a timeout or an
-interrupt can signal the command *and everything it started* with one ``killpg``.
+Every command runs in its own session (and so its own process group), so an interrupt can
+signal the command and its group with one ``killpg``; stopping a call for good (a timeout,
+a removal, a closed session) stops its whole *scope* (``scopes.py``), which also reaches what
+left the group. At shutdown every descendant of the daemon is killed, whatever its scope.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
+
+from .scopes import SCOPE_ENV, Scope, kill_descendants
 
 __all__ = [
     "Child",
@@ -80,6 +84,7 @@ class Child:
 
     popen: subprocess.Popen[bytes]
     exited: asyncio.Future[int] = field(repr=False)
+    scope: Scope
 
     @property
     def pid(self) -> int:
@@ -100,12 +105,10 @@ class Child:
             return False
         return True
 
-    async def terminate_group(self, grace_s: float) -> None:
-        """TERM the group, then KILL it after ``grace_s``; returns once the child is reaped."""
-        if self.signal_group(signal.SIGTERM) and grace_s > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wait(), grace_s)
-        self.signal_group(signal.SIGKILL)
+    async def terminate(self, grace_s: float) -> None:
+        """TERM the child's whole scope, KILL what is left after ``grace_s``; returns once
+        nothing of it is left and the child is reaped."""
+        await self.scope.terminate(grace_s)
         await self.wait()
 
 
@@ -147,12 +150,14 @@ class Supervisor:
         stderr: int | None = subprocess.PIPE,
         preexec_fn: Callable[[], None] | None = None,
     ) -> Child:
-        """Start ``argv`` in a new session. Raises OSError (e.g. ENOENT) if it cannot start."""
+        """Start ``argv`` in a new session and a new scope (``env``: the child's environment,
+        None for the daemon's). Raises OSError (e.g. ENOENT) if it cannot start."""
         loop = asyncio.get_running_loop()
+        scope_id = os.urandom(8).hex()
         popen = subprocess.Popen(
             list(argv),
             cwd=cwd,
-            env=env,
+            env={**(os.environ if env is None else env), SCOPE_ENV: scope_id},
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
@@ -161,7 +166,7 @@ class Supervisor:
             close_fds=True,
         )
         # Registered before any SIGCHLD callback can run: handlers run as loop callbacks.
-        child = Child(popen, loop.create_future())
+        child = Child(popen, loop.create_future(), Scope(scope_id, popen.pid))
         self._children[popen.pid] = child
         return child
 
@@ -183,27 +188,9 @@ class Supervisor:
                 child.exited.set_result(code)
 
     async def stop_all(self, grace_s: float) -> None:
-        """TERM every child's group, KILL after the grace; also kill adopted orphans."""
+        """TERM every child's scope, KILL after the grace; then kill every descendant left
+        (adopted orphans, whatever escaped a scope)."""
         children = list(self._children.values())
-        await asyncio.gather(*(c.terminate_group(grace_s) for c in children))
-        for pid in _adopted_children():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        await asyncio.gather(*(c.terminate(grace_s) for c in children))
+        await kill_descendants()
         self.reap()
-
-
-def _adopted_children() -> list[int]:
-    """Pids whose parent is this process (orphans we adopted as subreaper)."""
-    me = str(os.getpid())
-    pids: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1].decode() == me:
-            pids.append(int(entry))
-    return pids
