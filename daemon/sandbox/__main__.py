@@ -48,6 +48,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
     parser.add_argument("--max-concurrent-execs", type=int, default=defaults.max_concurrent_execs)
     parser.add_argument("--max-json-body-bytes", type=int, default=defaults.max_json_body_bytes)
     parser.add_argument("--max-upload-bytes", type=int, default=defaults.max_upload_bytes)
+    parser.add_argument("--max-extract-bytes", type=int, default=defaults.max_extract_bytes)
+    parser.add_argument("--max-archive-members", type=int, default=defaults.max_archive_members)
     parser.add_argument("--max-processes", type=int, default=defaults.max_processes)
     parser.add_argument("--max-sessions", type=int, default=defaults.max_sessions)
     parser.add_argument("--max-connections", type=int, default=defaults.max_connections)
@@ -71,6 +73,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
         max_concurrent_execs=args.max_concurrent_execs,
         max_json_body_bytes=args.max_json_body_bytes,
         max_upload_bytes=args.max_upload_bytes,
+        max_extract_bytes=args.max_extract_bytes,
+        max_archive_members=args.max_archive_members,
         max_processes=args.max_processes,
         max_sessions=args.max_sessions,
         max_connections=args.max_connections,

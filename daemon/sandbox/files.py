@@ -20,19 +20,21 @@ the same bytes; answers carry such names base64-encoded with ``*_encoding: "base
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
+import contextlib
 import errno
 import os
 import shutil
 import stat
 from collections.abc import AsyncIterator, Iterator
-from typing import IO, Literal, cast
+from typing import Literal
 
 from sandman.wire.daemon import DirEntry, DirListing, Encoding, FileStat, MoveRequest
 
+from .archives import extract_upload, tar_stream
 from .errors import BadRequest, Conflict, DaemonError, NotFound
+from .untar import ExtractLimits
 
 __all__ = ["FileChunks", "FileService", "name_text"]
 
@@ -274,20 +276,24 @@ class FileService:
         full = self.resolve(path)
         if not os.path.lexists(full):
             raise NotFound(f"{full}: no such file or directory", reason="file_not_found")
-        return _threaded_tar(full)
+        return tar_stream(full)
 
-    async def extract(self, path: str, chunks: AsyncIterator[bytes]) -> DirListing:
+    async def extract(
+        self, path: str, chunks: AsyncIterator[bytes], limits: ExtractLimits
+    ) -> DirListing:
+        """Extract a tar stream into directory ``path`` (made if missing): all or nothing."""
         full = self.resolve(path)
+        created = not os.path.lexists(full)
         try:
             os.makedirs(full, exist_ok=True)
-        except OSError as exc:
-            raise _translate(exc, full) from exc
-        loop = asyncio.get_running_loop()
-        pipe = _ChunkPipe(loop, chunks)
-        try:
-            await loop.run_in_executor(None, _extract_stream, pipe, full)
-        finally:
-            await pipe.aclose()
+            await extract_upload(chunks, full, limits)
+        except BaseException as exc:
+            if created:
+                with contextlib.suppress(OSError):
+                    os.rmdir(full)  # a rejected archive leaves no trace, not even its target
+            if isinstance(exc, OSError):
+                raise _translate(exc, full) from exc
+            raise
         return self.list(full)
 
 
@@ -349,100 +355,3 @@ async def _write_all(fd: int, chunks: AsyncIterator[bytes]) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-
-
-def _extract_stream(pipe: _ChunkPipe, target: str) -> None:
-    import tarfile  # tar support is imported on first use: it costs daemon start-up time
-
-    try:
-        with tarfile.open(fileobj=cast(IO[bytes], pipe), mode="r|*") as archive:
-            archive.extractall(target, filter="data")
-    except tarfile.FilterError as exc:
-        raise BadRequest(f"unsafe tar member: {exc}", reason="unsafe_archive") from exc
-    except (tarfile.TarError, EOFError) as exc:
-        raise BadRequest(f"not a valid tar stream: {exc}", reason="invalid_archive") from exc
-    except OSError as exc:
-        raise _translate(exc, target) from exc
-
-
-class _ChunkPipe:
-    """A blocking file-like view (for ``tarfile`` in a thread) of an async chunk iterator."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, chunks: AsyncIterator[bytes]) -> None:
-        self._loop = loop
-        self._chunks = chunks
-        self._buffer = b""
-        self._eof = False
-
-    def read(self, size: int = -1) -> bytes:
-        while not self._eof and (size < 0 or len(self._buffer) < size):
-            future = asyncio.run_coroutine_threadsafe(self._next(), self._loop)
-            chunk = future.result()
-            if chunk is None:
-                self._eof = True
-            else:
-                self._buffer += chunk
-        if size < 0:
-            data, self._buffer = self._buffer, b""
-        else:
-            data, self._buffer = self._buffer[:size], self._buffer[size:]
-        return data
-
-    async def _next(self) -> bytes | None:
-        try:
-            return await self._chunks.__anext__()
-        except StopAsyncIteration:
-            return None
-
-    async def aclose(self) -> None:
-        """Consume whatever the tar reader left unread (the request body must be drained)."""
-        async for _ in self._chunks:
-            pass
-
-
-def _threaded_tar(full: str) -> AsyncIterator[bytes]:
-    import queue  # imported on first use, like tarfile: start-up time matters more
-    import tarfile
-    import threading
-
-    chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=8)
-    cancelled = threading.Event()
-
-    class _Sink:
-        def write(self, data: bytes) -> int:
-            if cancelled.is_set():
-                raise BrokenPipeError("client went away")
-            chunks.put(bytes(data))
-            return len(data)
-
-    def produce() -> None:
-        try:
-            with tarfile.open(fileobj=_Sink(), mode="w|", format=tarfile.PAX_FORMAT) as archive:  # type: ignore[call-overload]
-                # A directory's archive holds its contents, so extracting it at X recreates it at X.
-                arcname = "." if os.path.isdir(full) else os.path.basename(full)
-                archive.add(full, arcname=arcname)
-            chunks.put(None)
-        except BaseException as exc:
-            chunks.put(exc)
-
-    async def consume() -> AsyncIterator[bytes]:
-        loop = asyncio.get_running_loop()
-        worker = loop.run_in_executor(None, produce)
-        try:
-            while True:
-                item = await loop.run_in_executor(None, chunks.get)
-                if item is None:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            cancelled.set()
-            while not worker.done():  # unblock a producer waiting on a full queue
-                try:
-                    chunks.get_nowait()
-                except queue.Empty:
-                    await asyncio.sleep(0.01)
-            await worker
-
-    return consume()

@@ -53,6 +53,8 @@ log = logging.getLogger("sandman.daemon.http")
 READ_CHUNK = 64 * 1024
 MAX_HEADER_BYTES = 32 * 1024
 DRAIN_LIMIT = 1024 * 1024  # unread request body we are willing to discard to keep a connection
+LINGER_S = 2.0  # ... and, closing, to let a client finish sending so it reads our answer
+LINGER_BYTES = 64 * 1024 * 1024
 
 Handler = Callable[["Request"], Awaitable["Response"]]
 
@@ -244,6 +246,19 @@ def parse_query(raw: bytes) -> dict[str, str]:
         name, _, value = pair.replace(b"+", b" ").partition(b"=")
         query[_path_text(name)] = _path_text(value)
     return query
+
+
+async def _linger(channel: _Channel) -> None:
+    """Before closing on a client still sending a body we answered early (an upload refused
+    at its first member), read and drop a bounded amount of it: closing at once resets the
+    connection, and a client busy writing its body then never reads the answer."""
+    with contextlib.suppress(Exception):
+        if channel.writer.can_write_eof():
+            channel.writer.write_eof()
+        received = 0
+        async with asyncio.timeout(LINGER_S):
+            while received < LINGER_BYTES and (data := await channel.reader.read(READ_CHUNK)):
+                received += len(data)
 
 
 class HttpServer:
@@ -448,6 +463,7 @@ class HttpServer:
                 async for _ in request.body_chunks(DRAIN_LIMIT):
                     pass
             except DaemonError:
+                await _linger(channel)
                 return False
         if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
             conn.start_next_cycle()

@@ -47,6 +47,7 @@ from .settings import DaemonSettings
 from .streams import GuardedStream
 from .supervisor import Supervisor, parse_signal, sanitize_environment
 from .sysinfo import CgroupReader
+from .untar import ExtractLimits
 
 __all__ = ["SandboxDaemon"]
 
@@ -355,4 +356,8 @@ class SandboxDaemon:
 
     async def _archive_upload(self, request: Request) -> Response:
         chunks = request.body_chunks(self.settings.max_upload_bytes)
-        return _json(await self.files.extract(request.query.get("path", ""), chunks))
+        limits = ExtractLimits(
+            max_bytes=self.settings.max_extract_bytes,
+            max_members=self.settings.max_archive_members,
+        )
+        return _json(await self.files.extract(request.query.get("path", ""), chunks, limits))

@@ -28,6 +28,10 @@ class DaemonSettings:
     """Exit cleanly after this long without an API call (None: never)."""
     max_json_body_bytes: int = 16 * MiB
     max_upload_bytes: int = 1024 * MiB
+    """A file or tar upload's body, as sent (compressed, for a compressed tar)."""
+    max_extract_bytes: int = 1024 * MiB
+    """A tar upload's members' data once decompressed."""
+    max_archive_members: int = 100_000
     max_concurrent_execs: int = 64
     default_output_bytes: int = 1 * MiB
     max_output_bytes: int = 16 * MiB
