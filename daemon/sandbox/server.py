@@ -45,7 +45,7 @@ from .processes import ProcessManager
 from .sessions import SessionManager
 from .settings import DaemonSettings
 from .streams import GuardedStream
-from .supervisor import Supervisor, parse_signal, sanitize_environment
+from .supervisor import Supervisor, parse_signal, sanitize_environment, scrub_environment_block
 from .sysinfo import CgroupReader
 from .untar import ExtractLimits
 
@@ -140,6 +140,7 @@ class SandboxDaemon:
 
     async def start(self) -> int:
         sanitize_environment(os.environ)
+        scrub_environment_block()
         self.supervisor.install()
         self.port = await self._http.start(self.settings.host, self.settings.port)
         return self.port

@@ -32,10 +32,13 @@ __all__ = [
     "child_environment",
     "parse_signal",
     "sanitize_environment",
+    "scrub_environment_block",
     "signal_name",
 ]
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
+SECRET_VARIABLES = ("SANDMAN_TOKEN",)
 # Variables a PyInstaller bundle sets for itself; never handed to task processes. (The
 # bundle's runtime hook already cleans them at start; this is the second line of defence.)
 BUNDLE_ENV_PREFIXES = ("_PYI_", "_MEIPASS")
@@ -59,9 +62,8 @@ def signal_name(signum: int) -> str:
 def sanitize_environment(environ: MutableMapping[str, str]) -> None:
     """Make the daemon's own environment the one task processes should inherit.
 
-    Done once at start-up, in place: it removes the token and bundle internals, so that
-    spawning a command without overrides can pass ``env=None`` (no per-spawn copy and
-    re-encoding of the environment, which is measurable on the exec hot path).
+    Done once at start-up, in place: it removes the token and bundle internals, so that a
+    command inherits the container's environment and nothing of the daemon's.
     """
     for key in [k for k in environ if k.startswith(BUNDLE_ENV_PREFIXES)]:
         del environ[key]
@@ -69,6 +71,37 @@ def sanitize_environment(environ: MutableMapping[str, str]) -> None:
     original = environ.pop("LD_LIBRARY_PATH_ORIG", None)
     if original is not None:
         environ["LD_LIBRARY_PATH"] = original
+
+
+def scrub_environment_block(names: Sequence[str] = SECRET_VARIABLES) -> int:
+    """Overwrite ``NAME=value`` entries in this process's initial environment block.
+
+    Removing a variable from ``os.environ`` (``unsetenv``) drops the C library's pointer to
+    it, but the bytes stay where the kernel put them at ``execve``, and ``/proc/<pid>/environ``
+    shows exactly those bytes to any process of the sandbox that may read it (the daemon is
+    PID 1: ``/proc/1/environ``). The block lies in our own memory, between ``env_start`` and
+    ``env_end`` of ``/proc/self/stat``: the entries are zeroed in place (call this after
+    ``sanitize_environment``, so nothing still points at them). Returns how many were.
+    """
+    import ctypes  # imported here, like in install(): needed once
+
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # (50) env_start, (51) env_end
+    except (OSError, IndexError, ValueError):
+        return 0
+    if not 0 < start < end:
+        return 0
+    block = ctypes.string_at(start, end - start)
+    scrubbed = 0
+    offset = 0
+    for entry in block.split(b"\0"):
+        if any(entry.startswith(name.encode() + b"=") for name in names):
+            ctypes.memset(start + offset, 0, len(entry))
+            scrubbed += 1
+        offset += len(entry) + 1
+    return scrubbed
 
 
 def child_environment(overrides: Mapping[str, str]) -> dict[str, str] | None:
@@ -128,6 +161,12 @@ class Supervisor:
 
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            # Not dumpable: /proc/<daemon>/mem (and ptrace, process_vm_readv) then need
+            # CAP_SYS_PTRACE, which containers do not get, so a process of the sandbox cannot
+            # read the token out of the daemon's memory. (/proc/<pid>/environ stays
+            # readable: scrub_environment_block covers it.) Children are unaffected: execve
+            # makes a process dumpable again.
+            libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         self.reap()  # anything that died before the handler was installed
 
     def uninstall(self) -> None:
