@@ -12,7 +12,6 @@ with a reason and nothing has been started, opened or sent when it is refused.
 from __future__ import annotations
 
 import base64
-import binascii
 import os
 from collections.abc import Mapping
 
@@ -79,5 +78,5 @@ def decode_blob(blob: Blob | None) -> bytes | None:
         return blob.data.encode()
     try:
         return base64.b64decode(blob.data, validate=True)
-    except binascii.Error as exc:
+    except ValueError as exc:  # binascii.Error, or text that is not even ASCII
         raise BadRequest(f"stdin is not valid base64: {exc}", reason="invalid_base64") from exc

@@ -21,7 +21,6 @@ the same bytes; answers carry such names base64-encoded with ``*_encoding: "base
 from __future__ import annotations
 
 import base64
-import binascii
 import contextlib
 import errno
 import os
@@ -117,7 +116,7 @@ def _decode_path(text: str, encoding: Encoding) -> str:
         return text
     try:
         return os.fsdecode(base64.b64decode(text, validate=True))
-    except binascii.Error as exc:
+    except ValueError as exc:  # binascii.Error, or text that is not even ASCII
         raise BadRequest(f"path is not valid base64: {exc}", reason="invalid_base64") from exc
 
 
