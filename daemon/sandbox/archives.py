@@ -4,18 +4,21 @@
 reads the request body through ``_ChunkPipe`` (a file-like view of the async chunk
 iterator), a download writes into a bounded queue the response drains. What is extracted and
 how it is checked is ``untar.py``'s business; this module maps its outcomes to the API's
-errors.
+errors. It imports ``tarfile``, so it is itself imported on first use (start-up time).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import tarfile
 from collections.abc import AsyncIterator
 from typing import IO, cast
 
 from .errors import BadRequest, Conflict, DaemonError, PayloadTooLarge
-from .untar import ArchiveConflict, ArchiveTooLarge, ExtractLimits, UnsafeArchive, extract
+from .settings import ExtractLimits
+from .trees import walk_tree
+from .untar import ArchiveConflict, ArchiveTooLarge, UnsafeArchive, extract
 
 __all__ = ["extract_upload", "tar_stream"]
 
@@ -29,8 +32,6 @@ async def extract_upload(chunks: AsyncIterator[bytes], target: str, limits: Extr
 
 
 def _extract(pipe: _ChunkPipe, target: str, limits: ExtractLimits) -> None:
-    import tarfile  # imported on first use: it costs daemon start-up time
-
     try:
         extract(cast(IO[bytes], pipe), target, limits)
     except UnsafeArchive as exc:
@@ -83,8 +84,7 @@ class _ChunkPipe:
 
 
 def tar_stream(full: str) -> AsyncIterator[bytes]:
-    import queue  # imported on first use, like tarfile: start-up time matters more
-    import tarfile
+    import queue  # imported on first use: start-up time matters
     import threading
 
     chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=8)
@@ -100,9 +100,7 @@ def tar_stream(full: str) -> AsyncIterator[bytes]:
     def produce() -> None:
         try:
             with tarfile.open(fileobj=_Sink(), mode="w|", format=tarfile.PAX_FORMAT) as archive:  # type: ignore[call-overload]
-                # A directory's archive holds its contents, so extracting it at X recreates it at X.
-                arcname = "." if os.path.isdir(full) else os.path.basename(full)
-                archive.add(full, arcname=arcname)
+                _add_tree(archive, full)
             chunks.put(None)
         except BaseException as exc:
             chunks.put(exc)
@@ -128,3 +126,45 @@ def tar_stream(full: str) -> AsyncIterator[bytes]:
             await worker
 
     return consume()
+
+
+def _add_tree(archive: tarfile.TarFile, top: str) -> None:
+    """Add ``top`` (a directory's contents, so extracting at X recreates it at X), without
+    recursion, on one file system. Once the response has started an error can only cut it
+    short, so what vanished or cannot be read meanwhile is left out, and a file that shrank
+    or grew while read is sent as long as it was when its header went out."""
+    base = "." if os.path.isdir(top) else os.path.basename(top)
+    for path, rel, _ in walk_tree(top):
+        arcname = f"{base}/{rel}" if rel else base
+        try:
+            info = archive.gettarinfo(path, arcname)
+        except OSError:
+            continue
+        if info is None:  # a socket: tar has no such member
+            continue
+        if not info.isreg():
+            archive.addfile(info)
+            continue
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 - closed below, after addfile
+        except OSError:
+            continue
+        with handle:
+            archive.addfile(info, _Exactly(handle, info.size))
+
+
+class _Exactly:
+    """``size`` bytes of ``source``: cut past it, zero-padded below it, read errors as zeros."""
+
+    def __init__(self, source: IO[bytes], size: int) -> None:
+        self._source, self._left = source, size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left if n < 0 else min(n, self._left)
+        try:
+            data = self._source.read(n)
+        except OSError:
+            data = b""
+        data = data + bytes(n - len(data))
+        self._left -= len(data)
+        return data

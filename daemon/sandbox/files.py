@@ -31,9 +31,9 @@ from typing import Literal
 
 from sandman.wire.daemon import DirEntry, DirListing, Encoding, FileStat, MoveRequest
 
-from .archives import extract_upload, tar_stream
 from .errors import BadRequest, Conflict, DaemonError, NotFound
-from .untar import ExtractLimits
+from .settings import ExtractLimits
+from .trees import make_dirs, remove_tree
 
 __all__ = ["FileChunks", "FileService", "name_text"]
 
@@ -211,7 +211,7 @@ class FileService:
         directory = os.path.dirname(full) or "/"
         try:
             if parents:
-                os.makedirs(directory, exist_ok=True)
+                make_dirs(directory)
             if os.path.isdir(full):
                 raise IsADirectoryError(full)
             # A short name: the target's own name may already be near NAME_MAX.
@@ -242,7 +242,7 @@ class FileService:
             st = os.lstat(full)
             if stat.S_ISDIR(st.st_mode):
                 if recursive:
-                    shutil.rmtree(full)
+                    remove_tree(full)
                 else:
                     os.rmdir(full)
             else:
@@ -260,7 +260,7 @@ class FileService:
         try:
             if not request.overwrite and os.path.lexists(dst):
                 raise FileExistsError(dst)
-            os.makedirs(os.path.dirname(dst) or "/", exist_ok=True)
+            make_dirs(os.path.dirname(dst) or "/")
             shutil.move(src, dst)
         except shutil.Error as exc:  # an OSError without errno, e.g. "destination exists"
             raise Conflict(f"cannot move {src} to {dst}: {exc}", reason="file_exists") from exc
@@ -275,16 +275,20 @@ class FileService:
         full = self.resolve(path)
         if not os.path.lexists(full):
             raise NotFound(f"{full}: no such file or directory", reason="file_not_found")
+        from .archives import tar_stream  # imports tarfile: on first use
+
         return tar_stream(full)
 
     async def extract(
         self, path: str, chunks: AsyncIterator[bytes], limits: ExtractLimits
     ) -> DirListing:
         """Extract a tar stream into directory ``path`` (made if missing): all or nothing."""
+        from .archives import extract_upload  # imports tarfile: on first use
+
         full = self.resolve(path)
         created = not os.path.lexists(full)
         try:
-            os.makedirs(full, exist_ok=True)
+            make_dirs(full)
             await extract_upload(chunks, full, limits)
         except BaseException as exc:
             if created:

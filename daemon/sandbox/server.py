@@ -43,11 +43,10 @@ from .files import FileService
 from .http import ConnectionLimits, HttpServer, Request, Response, Router
 from .processes import ProcessManager
 from .sessions import SessionManager
-from .settings import DaemonSettings
+from .settings import DaemonSettings, ExtractLimits
 from .streams import GuardedStream
 from .supervisor import Supervisor, parse_signal, sanitize_environment, scrub_environment_block
 from .sysinfo import CgroupReader
-from .untar import ExtractLimits
 
 __all__ = ["SandboxDaemon"]
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from .layout import DAEMON_PORT
 
-__all__ = ["DaemonSettings"]
+__all__ = ["DaemonSettings", "ExtractLimits"]
 
 MiB = 1024 * 1024
 
@@ -57,3 +57,11 @@ class DaemonSettings:
     stream_drain_s: float = 0.25
     """After a command exits, how long to keep reading output its children still write."""
     shutdown_grace_s: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractLimits:
+    """What one tar upload may hold (from ``DaemonSettings``)."""
+
+    max_bytes: int
+    max_members: int

@@ -36,19 +36,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 import tarfile
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import IO
+
+from .settings import ExtractLimits
+from .trees import remove_tree
 
 __all__ = [
     "ArchiveConflict",
     "ArchiveError",
     "ArchiveTooLarge",
-    "ExtractLimits",
     "UnsafeArchive",
     "extract",
 ]
@@ -85,12 +85,6 @@ class ArchiveConflict(ArchiveError):
     """A staged entry and an existing one disagree on being a directory."""
 
 
-@dataclass(frozen=True, slots=True)
-class ExtractLimits:
-    max_bytes: int
-    max_members: int
-
-
 class _BoundedTarInfo(tarfile.TarInfo):
     """Refuses a metadata record too large to read into memory, before tarfile reads it."""
 
@@ -117,7 +111,8 @@ def extract(source: IO[bytes], target: str, limits: ExtractLimits) -> None:
         _check_merge(staging, target)
         _merge(staging, target)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            remove_tree(staging)
 
 
 def _extract_members(source: IO[bytes], root: int, limits: ExtractLimits, room: int) -> None:

@@ -157,3 +157,17 @@ async def test_out_of_range_numbers_in_queries_are_400s(
     (tmp_path / "f").write_bytes(b"data")
     status, payload = await _call(daemon, "GET", "/v1/files", os.fsencode(tmp_path / "f"), extra)
     assert (status, _reason(payload)) == (400, reason), payload
+
+
+async def test_trees_deeper_than_the_recursion_limit(daemon: DaemonProcess, tmp_path: Path) -> None:
+    """1,500 levels fit in PATH_MAX; makedirs, rmtree and TarFile.add recursed once per level
+    and answered 500 RecursionError (or cut a download short)."""
+    top = os.fsencode(tmp_path / "deep")
+    leaf = top + b"/d" * 1500 + b"/f"
+    status, stat = await _call(daemon, "PUT", "/v1/files", leaf, data=b"deep")
+    assert status == 200, stat
+    status, payload = await _call(daemon, "GET", "/v1/files/archive", top)
+    assert status == 200 and len(payload["raw"]) > 1500 * 512, payload.get("error")
+    status, payload = await _call(daemon, "DELETE", "/v1/files", top, "&recursive=1")
+    assert status == 204, payload
+    assert not os.path.lexists(top)
