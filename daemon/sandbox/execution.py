@@ -186,10 +186,11 @@ class ExecManager:
             result = await finish
         finally:
             if not finish.done():  # the client went away mid-stream: stop the command
-                await started.child.scope.kill()
+                started.child.signal_group(signal.SIGKILL)  # at once; the scan comes next
                 finish.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await finish
+                await started.child.scope.kill()  # whatever left the group
         yield encode(ExecEvent(event="exit", result=result)) + b"\n"
 
     async def _drain_queue(
