@@ -57,6 +57,12 @@ def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
     parser.add_argument("--header-timeout", type=float, default=defaults.header_timeout_s)
     parser.add_argument("--body-timeout", type=float, default=defaults.body_timeout_s)
     parser.add_argument("--send-timeout", type=float, default=defaults.send_timeout_s)
+    parser.add_argument("--exec-retention", type=float, default=defaults.exec_retention_s)
+    parser.add_argument("--max-retained-execs", type=int, default=defaults.max_retained_execs)
+    parser.add_argument(
+        "--max-retained-exec-bytes", type=int, default=defaults.max_retained_exec_bytes
+    )
+    parser.add_argument("--exec-detach-grace", type=float, default=defaults.exec_detach_grace_s)
     parser.add_argument("--log-level", default=env("SANDMAN_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
@@ -82,6 +88,10 @@ def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
         header_timeout_s=args.header_timeout,
         body_timeout_s=args.body_timeout,
         send_timeout_s=args.send_timeout,
+        exec_retention_s=args.exec_retention,
+        max_retained_execs=args.max_retained_execs,
+        max_retained_exec_bytes=args.max_retained_exec_bytes,
+        exec_detach_grace_s=args.exec_detach_grace,
     )
 
 

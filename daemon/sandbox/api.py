@@ -66,8 +66,9 @@ ROUTES: tuple[Route, ...] = (
         "Run a command, streaming output as NDJSON ExecEvent lines",
         m.ExecRequest,
         m.ExecEvent,
+        query=("resume_from",),
         response_content="application/x-ndjson",
-        errors=(400, 401, 409, 413, 429),
+        errors=(400, 401, 404, 409, 413, 429),
     ),
     Route(
         "POST",

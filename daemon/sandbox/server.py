@@ -249,7 +249,8 @@ class SandboxDaemon:
         return _json(result)
 
     async def _exec_stream(self, request: Request) -> Response:
-        stream = self.execs.stream(await self._body(request, ExecRequest))
+        body = await self._body(request, ExecRequest)
+        stream = self.execs.stream(body, _query_int(request, "resume_from", 0) or 0)
         return Response(200, stream, content_type=NDJSON)
 
     async def _signal(self, request: Request) -> SignalRequest:
