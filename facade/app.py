@@ -18,6 +18,7 @@ from aiohttp import web
 from kube import EVENTS, NODES, PODS, ClientSettings, KubeClient
 from kube.contract import LABEL_SANDBOX
 from kube.informer import Informer, InformerSettings
+from sandman.wire.keepalive import FACADE_IDLE_S
 
 from .config import FacadeConfig
 from .handlers import FacadeHandlers
@@ -40,6 +41,8 @@ class FacadeSettings:
     #: Largest JSON body of a control request (creates, batches); tool-call bodies stream
     #: to the daemon, which enforces its own caps.
     max_body_bytes: int = 1 << 20
+    #: A trainer's connection idle this long is closed; longer than the SDK's pool keeps it.
+    keepalive_s: float = FACADE_IDLE_S
     client: ClientSettings = field(
         default_factory=lambda: ClientSettings(
             qps=1000.0, burst=2000, user_agent="sandman-facade/0.1"
@@ -96,7 +99,9 @@ class Facade:
         )
         app = web.Application(client_max_size=s.max_body_bytes, middlewares=[handlers.observe])
         app.add_routes(handlers.routes())
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, keepalive_timeout=s.keepalive_s
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, s.host, s.port)
         await site.start()
