@@ -22,7 +22,7 @@ from daemon.sandbox.settings import DaemonSettings
 from facade.app import FacadeSettings
 from facade.errors import FacadeError, error_response
 from facade.proxy import DaemonProxy, ProxyLimits
-from sandman import Limits, RetryPolicy
+from sandman import Conflict, Limits, RetryPolicy
 from sandman.sdk.sandbox import AsyncSandbox
 from sandman.sdk.settings import Timeouts
 from sandman.sdk.transport import Transport
@@ -132,6 +132,21 @@ async def test_leaving_a_stream_early_stops_its_command(
         return (await links.sandbox.info()).running_execs == 0
 
     await wait_until_async(stopped, timeout_s=5)  # far below the daemon's re-attach grace
+
+
+async def test_a_refused_stream_leaves_the_exec_under_its_id_alone(links: Links) -> None:
+    running = asyncio.ensure_future(links.sandbox.exec("sleep 1; echo mine", exec_id="taken"))
+
+    async def started() -> bool:
+        return (await links.sandbox.info()).running_execs == 1
+
+    await wait_until_async(started)
+    with pytest.raises(Conflict) as refused:
+        async for _ in links.sandbox.exec_stream("echo other", exec_id="taken"):
+            pass
+    assert refused.value.reason == "exec_id_reused"
+    result = await running
+    assert (result.exit_code, result.stdout) == (0, "mine\n")
 
 
 async def test_every_hop_closes_idle_connections_client_side_first() -> None:

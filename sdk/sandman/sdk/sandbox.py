@@ -228,7 +228,7 @@ class AsyncSandbox:
                     log.info("exec stream on %s: %s; resuming in %.2f s", self.id, e, delay)
                     await anyio.sleep(delay)
         finally:
-            if not progress.ended:
+            if progress.started and not progress.ended:  # ours runs (not a refused call's)
                 await self._kill_quietly(fields["id"])
 
     async def _stream_once(
