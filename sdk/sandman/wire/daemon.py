@@ -73,7 +73,11 @@ class Output(Struct, frozen=True, kw_only=True):
 
 
 class ExecRequest(_Request, frozen=True):
-    """Run one command to completion. Exactly one of ``argv`` and ``command`` is given."""
+    """Run one command to completion. Exactly one of ``argv`` and ``command`` is given.
+
+    ``id`` names the call: while it runs and for a while after, the same request under the
+    same id re-attaches to its one run instead of running again (a stream resumes with
+    ``?resume_from=N``); another request under it is a 409 ``exec_id_reused``."""
 
     argv: list[str] | None = None
     command: str | None = None
