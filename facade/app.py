@@ -18,6 +18,7 @@ from aiohttp import web
 from kube import EVENTS, NODES, PODS, ClientSettings, KubeClient
 from kube.contract import LABEL_SANDBOX
 from kube.informer import Informer, InformerSettings
+from sandman.wire.keepalive import FACADE_IDLE_S
 
 from .config import FacadeConfig
 from .handlers import FacadeHandlers
@@ -41,9 +42,9 @@ class FacadeSettings:
     #: to the daemon, which enforces its own caps.
     max_body_bytes: int = 1 << 20
     #: An idle keep-alive connection from a trainer is closed after this long (s). Clients
-    #: must close theirs first (the SDK's pool keeps idle connections for less), or a request
-    #: sent just as the facade closes the connection fails with a reset.
-    keepalive_timeout_s: float = 75.0
+    #: must close theirs first (the SDK's pool keeps idle connections for less,
+    #: sandman.wire.keepalive), or a request sent just as the facade closes it fails.
+    keepalive_s: float = FACADE_IDLE_S
     #: At stop, requests still running after waits were ended (tool calls, creates) get this
     #: long (s) to finish before they are cancelled.
     shutdown_grace_s: float = 5.0
@@ -107,7 +108,7 @@ class Facade:
             app,
             access_log=None,
             handle_signals=False,
-            keepalive_timeout=s.keepalive_timeout_s,
+            keepalive_timeout=s.keepalive_s,
             shutdown_timeout=s.shutdown_grace_s,
         )
         await self._runner.setup()

@@ -21,6 +21,7 @@ import aiohttp
 from aiohttp import web
 
 from daemon.sandbox.layout import DAEMON_PORT
+from sandman.wire.keepalive import POOLED_IDLE_S
 
 from .errors import FacadeError
 
@@ -50,7 +51,8 @@ class ProxyLimits:
     """Upper bound of one proxied call; exec timeouts are enforced inside the daemon."""
     per_pod_connections: int = 8
     total_connections: int = 8192
-    keepalive_s: float = 30.0
+    keepalive_s: float = POOLED_IDLE_S
+    """Shorter than the daemon's idle timeout: this end lets go first."""
 
 
 class DaemonProxy:

@@ -48,8 +48,21 @@ def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
     parser.add_argument("--max-concurrent-execs", type=int, default=defaults.max_concurrent_execs)
     parser.add_argument("--max-json-body-bytes", type=int, default=defaults.max_json_body_bytes)
     parser.add_argument("--max-upload-bytes", type=int, default=defaults.max_upload_bytes)
+    parser.add_argument("--max-extract-bytes", type=int, default=defaults.max_extract_bytes)
+    parser.add_argument("--max-archive-members", type=int, default=defaults.max_archive_members)
     parser.add_argument("--max-processes", type=int, default=defaults.max_processes)
     parser.add_argument("--max-sessions", type=int, default=defaults.max_sessions)
+    parser.add_argument("--max-connections", type=int, default=defaults.max_connections)
+    parser.add_argument("--keepalive-timeout", type=float, default=defaults.keepalive_timeout_s)
+    parser.add_argument("--header-timeout", type=float, default=defaults.header_timeout_s)
+    parser.add_argument("--body-timeout", type=float, default=defaults.body_timeout_s)
+    parser.add_argument("--send-timeout", type=float, default=defaults.send_timeout_s)
+    parser.add_argument("--exec-retention", type=float, default=defaults.exec_retention_s)
+    parser.add_argument("--max-retained-execs", type=int, default=defaults.max_retained_execs)
+    parser.add_argument(
+        "--max-retained-exec-bytes", type=int, default=defaults.max_retained_exec_bytes
+    )
+    parser.add_argument("--exec-detach-grace", type=float, default=defaults.exec_detach_grace_s)
     parser.add_argument("--log-level", default=env("SANDMAN_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
@@ -66,8 +79,19 @@ def parse_settings(argv: Sequence[str] | None = None) -> DaemonSettings:
         max_concurrent_execs=args.max_concurrent_execs,
         max_json_body_bytes=args.max_json_body_bytes,
         max_upload_bytes=args.max_upload_bytes,
+        max_extract_bytes=args.max_extract_bytes,
+        max_archive_members=args.max_archive_members,
         max_processes=args.max_processes,
         max_sessions=args.max_sessions,
+        max_connections=args.max_connections,
+        keepalive_timeout_s=args.keepalive_timeout,
+        header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
+        send_timeout_s=args.send_timeout,
+        exec_retention_s=args.exec_retention,
+        max_retained_execs=args.max_retained_execs,
+        max_retained_exec_bytes=args.max_retained_exec_bytes,
+        exec_detach_grace_s=args.exec_detach_grace,
     )
 
 

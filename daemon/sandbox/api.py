@@ -6,7 +6,7 @@ from it, so the published contract and the served routes cannot drift apart.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sandman.wire import daemon as m
 
@@ -26,6 +26,24 @@ class Route:
     request_content: str = "application/json"
     response_content: str = "application/json"
     errors: tuple[int, ...] = field(default=(400, 401))
+
+
+ANY_REQUEST = (401, 408, 503)
+"""Any call may meet these: a missing or wrong token, a head or body that arrives too slowly,
+every connection busy."""
+FILE_ERRORS = (400, 403, 404)  # a bad or over-long path, permissions or a read-only fs, none
+
+
+def _with_common_errors(routes: tuple[Route, ...]) -> tuple[Route, ...]:
+    """Each route's own error statuses plus those any call may meet (and 413 where there is
+    a body): the document must declare every status the daemon can answer."""
+
+    def widened(route: Route) -> Route:
+        body = route.request is not None or route.request_content != "application/json"
+        errors = {*route.errors, *ANY_REQUEST, *((413,) if body else ())}
+        return replace(route, errors=tuple(sorted(errors)))
+
+    return tuple(widened(route) for route in routes)
 
 
 ROUTES: tuple[Route, ...] = (
@@ -48,8 +66,9 @@ ROUTES: tuple[Route, ...] = (
         "Run a command, streaming output as NDJSON ExecEvent lines",
         m.ExecRequest,
         m.ExecEvent,
+        query=("resume_from",),
         response_content="application/x-ndjson",
-        errors=(400, 401, 409, 413, 429),
+        errors=(400, 401, 404, 409, 413, 429),
     ),
     Route(
         "POST",
@@ -158,7 +177,7 @@ ROUTES: tuple[Route, ...] = (
         None,
         query=("path", "offset", "length"),
         response_content="application/octet-stream",
-        errors=(400, 401, 403, 404),
+        errors=FILE_ERRORS,
     ),
     Route(
         "PUT",
@@ -169,7 +188,7 @@ ROUTES: tuple[Route, ...] = (
         m.FileStat,
         query=("path", "mode", "parents"),
         request_content="application/octet-stream",
-        errors=(400, 401, 403, 404, 409, 413),
+        errors=(*FILE_ERRORS, 409, 507),
     ),
     Route(
         "DELETE",
@@ -180,7 +199,7 @@ ROUTES: tuple[Route, ...] = (
         None,
         204,
         query=("path", "recursive"),
-        errors=(400, 401, 403, 404, 409),
+        errors=(*FILE_ERRORS, 409),
     ),
     Route(
         "GET",
@@ -190,7 +209,7 @@ ROUTES: tuple[Route, ...] = (
         None,
         m.FileStat,
         query=("path",),
-        errors=(400, 401, 404),
+        errors=FILE_ERRORS,
     ),
     Route(
         "GET",
@@ -200,7 +219,7 @@ ROUTES: tuple[Route, ...] = (
         None,
         m.DirListing,
         query=("path",),
-        errors=(400, 401, 404),
+        errors=FILE_ERRORS,
     ),
     Route(
         "POST",
@@ -209,7 +228,7 @@ ROUTES: tuple[Route, ...] = (
         "Move or rename",
         m.MoveRequest,
         m.FileStat,
-        errors=(400, 401, 404, 409),
+        errors=(*FILE_ERRORS, 409, 507),
     ),
     Route(
         "GET",
@@ -220,7 +239,7 @@ ROUTES: tuple[Route, ...] = (
         None,
         query=("path",),
         response_content="application/x-tar",
-        errors=(400, 401, 404),
+        errors=FILE_ERRORS,
     ),
     Route(
         "PUT",
@@ -231,6 +250,7 @@ ROUTES: tuple[Route, ...] = (
         m.DirListing,
         query=("path",),
         request_content="application/x-tar",
-        errors=(400, 401, 413),
+        errors=(*FILE_ERRORS, 409, 507),
     ),
 )
+ROUTES = _with_common_errors(ROUTES)

@@ -15,6 +15,7 @@ __all__ = [
     "Forbidden",
     "NotFound",
     "PayloadTooLarge",
+    "RequestTimeout",
     "TooManyRequests",
     "Unauthorized",
     "Unavailable",
@@ -62,6 +63,11 @@ class NotFound(DaemonError):
 class Conflict(DaemonError):
     status = 409
     default_reason = "conflict"
+
+
+class RequestTimeout(DaemonError):
+    status = 408
+    default_reason = "request_timeout"
 
 
 class PayloadTooLarge(DaemonError):

@@ -10,53 +10,30 @@ command itself has exited, so a backgrounded child never holds a response open.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import os
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandman.wire.daemon import Blob, Encoding, ExecEvent, ExecRequest, ExecResult, Output, encode
+import msgspec
 
-from .errors import BadRequest, Conflict, NotFound, TooManyRequests
+from sandman.wire.daemon import Encoding, ExecEvent, ExecRequest, ExecResult, Output, encode
+
+from .commands import check_cwd, check_env, decode_blob, resolve_argv
+from .errors import BadRequest, Conflict, NotFound, TooManyRequests, Unavailable
 from .output import HeadCapture, PipeReader, StreamDecoder
+from .retained import RetainedExec, RetainedExecs
 from .settings import DaemonSettings
+from .streams import GuardedStream
 from .supervisor import Child, Supervisor, child_environment, signal_name
 
-__all__ = ["ExecManager", "decode_blob", "resolve_argv"]
+__all__ = ["ExecManager"]
 
 STREAM_QUEUE_CHUNKS = 64
-
-
-def decode_blob(blob: Blob | None) -> bytes | None:
-    if blob is None:
-        return None
-    if blob.encoding == "utf-8":
-        return blob.data.encode()
-    try:
-        return base64.b64decode(blob.data, validate=True)
-    except binascii.Error as exc:
-        raise BadRequest(f"stdin is not valid base64: {exc}", reason="invalid_base64") from exc
-
-
-def resolve_argv(argv: list[str] | None, command: str | None, shell: str) -> list[str]:
-    if (argv is None) == (command is None):
-        raise BadRequest("give exactly one of 'argv' and 'command'", reason="invalid_command")
-    if argv is not None:
-        if not argv or not argv[0]:
-            raise BadRequest("'argv' must name a program", reason="invalid_command")
-        if any("\0" in a for a in argv):
-            raise BadRequest("NUL byte in 'argv'", reason="invalid_command")
-        return argv
-    assert command is not None
-    if "\0" in command:
-        raise BadRequest("NUL byte in 'command'", reason="invalid_command")
-    return [shell, "-c", command]
 
 
 def _spawn_error_result(exec_id: str, exc: OSError, started: float) -> ExecResult:
@@ -102,7 +79,10 @@ class ExecManager:
         self._settings = settings
         self._supervisor = supervisor
         self._running: dict[str, _Running] = {}
+        self._ids: set[str] = set()  # admitted execs, running or about to start
         self._active = 0
+        self._kept = RetainedExecs(settings)
+        self._tasks: set[asyncio.Task[None]] = set()  # kept execs' runs, scope kills
 
     @property
     def running(self) -> int:
@@ -133,6 +113,23 @@ class ExecManager:
         finally:
             self.release()
 
+    def _admit(self, requested_id: str | None) -> str:
+        """Take a slot and reserve the exec's id, both before anything starts or streams:
+        `_dismiss` gives both back. (Reserving at admission is what keeps two requests that
+        arrive together from sharing an id or both passing the last free slot.)"""
+        exec_id = requested_id or f"x-{os.urandom(6).hex()}"
+        if exec_id in self._ids:
+            raise Conflict(
+                f"an exec with id {exec_id!r} is already running", reason="exec_id_in_use"
+            )
+        self.acquire()
+        self._ids.add(exec_id)
+        return exec_id
+
+    def _dismiss(self, exec_id: str) -> None:
+        self._ids.discard(exec_id)
+        self.release()
+
     def _output_cap(self, requested: int | None) -> int:
         cap = self._settings.default_output_bytes if requested is None else requested
         limit = self._settings.max_output_bytes
@@ -147,6 +144,8 @@ class ExecManager:
 
     def _prepare(self, request: ExecRequest) -> _Prepared:
         """Validate everything a client can get wrong, before anything starts or streams."""
+        check_env(request.env)
+        check_cwd(request.cwd)
         return _Prepared(
             argv=resolve_argv(request.argv, request.command, request.shell),
             stdin=decode_blob(request.stdin),
@@ -154,46 +153,154 @@ class ExecManager:
         )
 
     async def run(self, request: ExecRequest) -> ExecResult:
-        prepared = self._prepare(request)
-        with self.slot():
-            state_or_result = self._start(request, prepared, on_chunk=None)
-            if isinstance(state_or_result, ExecResult):
-                return state_or_result
-            return await self._finish(state_or_result, request)
+        """Run to completion. With an ``id``, on the daemon's task and kept (retained.py):
+        the same request again waits for the same result instead of running anew."""
+        if request.id is None:
+            return await self._run_here(request)
+        record = self._kept.find(request, streaming=False)
+        if record is None:
+            prepared = self._prepare(request)
+            exec_id = self._admit(request.id)
+            record = self._kept.add(request, streaming=False)
+            self._own(self._run_kept(record, request, prepared, exec_id))
+        return await asyncio.shield(record.result)
 
-    def stream(self, request: ExecRequest) -> AsyncIterator[bytes]:
-        """NDJSON lines: start, stdout/stderr chunks as they come, then exit."""
-        prepared = self._prepare(request)  # a bad request is a 400, not a broken 200 stream
-        exec_id = self._new_id(request.id)
-        self.check_capacity()  # admission is decided before the 200 response starts
-        return self._stream_events(request, prepared, exec_id)
+    async def _run_here(self, request: ExecRequest) -> ExecResult:
+        prepared = self._prepare(request)
+        exec_id = self._admit(request.id)
+        try:
+            return await self._run_admitted(request, prepared, exec_id)
+        finally:
+            self._dismiss(exec_id)
+
+    async def _run_admitted(
+        self, request: ExecRequest, prepared: _Prepared, exec_id: str
+    ) -> ExecResult:
+        state_or_result = self._start(request, prepared, None, exec_id)
+        if isinstance(state_or_result, ExecResult):
+            return state_or_result
+        return await self._finish(state_or_result, request)
+
+    async def _run_kept(
+        self, record: RetainedExec, request: ExecRequest, prepared: _Prepared, exec_id: str
+    ) -> None:
+        try:
+            record.finish(await self._run_admitted(request, prepared, exec_id))
+        except BaseException as exc:
+            record.fail(Unavailable("the daemon stopped the exec", reason="shutting_down"))
+            if not isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self._dismiss(exec_id)
+
+    def stream(self, request: ExecRequest, resume_from: int = 0) -> AsyncIterator[bytes]:
+        """NDJSON lines: start, stdout/stderr chunks as they come, then exit.
+
+        Validation and admission happen here, before the 200 response starts: a bad request
+        is a 400 and a full daemon a 429, never a broken stream. The slot is held by the
+        returned stream from now on and given back when it is closed, started or not.
+
+        With an ``id`` the command runs on the daemon's task and its events are kept: the
+        same request with ``resume_from=N`` re-attaches, its stream carrying the events after
+        the first N output events. A kept stream every reader left is killed when none comes
+        back within ``exec_detach_grace_s``."""
+        if resume_from < 0:
+            raise BadRequest("resume_from must be >= 0", reason="invalid_query")
+        if request.id is None:
+            if resume_from:
+                raise BadRequest("resume_from needs the exec's id", reason="invalid_query")
+            prepared = self._prepare(request)
+            exec_id = self._admit(None)
+            events = self._stream_events(request, prepared, exec_id)
+            return GuardedStream(events, lambda: self._dismiss(exec_id))
+        record = self._kept.find(request, streaming=True)
+        if record is None:
+            if resume_from:
+                raise NotFound(f"no kept exec {request.id!r} to resume", reason="exec_not_found")
+            prepared = self._prepare(request)
+            exec_id = self._admit(request.id)
+            record = self._kept.add(request, streaming=True)
+            self._own(self._produce(record, request, prepared, exec_id))
+        record.check_resume(resume_from)
+        record.readers += 1
+        return GuardedStream(self._follow(record, resume_from), lambda: self._left(record))
+
+    async def _produce(
+        self, record: RetainedExec, request: ExecRequest, prepared: _Prepared, exec_id: str
+    ) -> None:
+        """Run a kept stream, its lines into ``record`` whoever reads them."""
+        events = self._stream_events(request, prepared, exec_id)
+        try:
+            async with contextlib.aclosing(events):
+                await anext(events)  # the start line: each reader gets its own
+                async for line in events:
+                    record.append(line)
+            exit_event = msgspec.json.decode(record.lines[-1], type=ExecEvent)
+            assert exit_event.result is not None
+            record.finish(exit_event.result)
+        except BaseException as exc:
+            record.fail(Unavailable("the daemon stopped the exec", reason="shutting_down"))
+            if not isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self._dismiss(exec_id)
+
+    @staticmethod
+    async def _follow(record: RetainedExec, position: int) -> AsyncIterator[bytes]:
+        yield encode(ExecEvent(event="start", id=record.id)) + b"\n"
+        while True:
+            while position < len(record.lines):
+                yield record.lines[position]
+                position += 1
+            if record.ended:
+                return
+            await record.changed()
+
+    def _left(self, record: RetainedExec) -> None:
+        """A reader's stream closed: if it was the last and the exec still runs, kill the
+        exec unless someone re-attaches within the grace."""
+        record.readers -= 1
+        if record.readers == 0 and not record.ended:
+            loop = asyncio.get_running_loop()
+            loop.call_later(self._settings.exec_detach_grace_s, self._abandon, record)
+
+    def _abandon(self, record: RetainedExec) -> None:
+        state = self._running.get(record.id)
+        if record.readers or record.ended or state is None:
+            return
+        state.interrupted = True
+        state.child.signal_group(signal.SIGKILL)
+        self._own(state.child.scope.kill())  # whatever left the group
+
+    def _own(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` on a task of the daemon's, stopped by ``stop_all``."""
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _stream_events(
         self, request: ExecRequest, prepared: _Prepared, exec_id: str
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
         decoders = {"stdout": StreamDecoder(), "stderr": StreamDecoder()}
-        self._active += 1
+        started = self._start(request, prepared, lambda s, b: queue.put_nowait((s, b)), exec_id)
+        yield encode(ExecEvent(event="start", id=exec_id)) + b"\n"
+        if isinstance(started, ExecResult):
+            yield encode(ExecEvent(event="exit", result=started)) + b"\n"
+            return
+        finish = asyncio.ensure_future(self._finish(started, request))
         try:
-            started = self._start(request, prepared, lambda s, b: queue.put_nowait((s, b)), exec_id)
-            yield encode(ExecEvent(event="start", id=exec_id)) + b"\n"
-            if isinstance(started, ExecResult):
-                yield encode(ExecEvent(event="exit", result=started)) + b"\n"
-                return
-            finish = asyncio.ensure_future(self._finish(started, request))
-            try:
-                async for line in self._drain_queue(queue, decoders, started, finish):
-                    yield line
-                result = await finish
-            finally:
-                if not finish.done():  # the client went away mid-stream: stop the command
-                    started.child.signal_group(signal.SIGKILL)
-                    finish.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await finish
-            yield encode(ExecEvent(event="exit", result=result)) + b"\n"
+            async for line in self._drain_queue(queue, decoders, started, finish):
+                yield line
+            result = await finish
         finally:
-            self.release()
+            if not finish.done():  # the client went away mid-stream: stop the command
+                started.child.signal_group(signal.SIGKILL)  # at once; the scan comes next
+                finish.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await finish
+                await started.child.scope.kill()  # whatever left the group
+        yield encode(ExecEvent(event="exit", result=result)) + b"\n"
 
     async def _drain_queue(
         self,
@@ -226,22 +333,13 @@ class ExecManager:
             if line:
                 yield line
 
-    def _new_id(self, requested: str | None) -> str:
-        exec_id = requested or f"x-{os.urandom(6).hex()}"
-        if exec_id in self._running:
-            raise Conflict(
-                f"an exec with id {exec_id!r} is already running", reason="exec_id_in_use"
-            )
-        return exec_id
-
     def _start(
         self,
         request: ExecRequest,
         prepared: _Prepared,
         on_chunk: Callable[[str, bytes], None] | None,
-        exec_id: str | None = None,
+        exec_id: str,
     ) -> _Running | ExecResult:
-        exec_id = exec_id or self._new_id(request.id)
         argv, stdin, cap = prepared.argv, prepared.stdin, prepared.cap
         env = child_environment(request.env)
         started = time.monotonic()
@@ -287,7 +385,7 @@ class ExecManager:
                     code = await state.child.wait()
             except TimeoutError:
                 state.timed_out = True
-                await state.child.terminate_group(request.kill_grace_s)
+                await state.child.terminate(request.kill_grace_s)
                 code = await state.child.wait()
             await self._drain(state)
         finally:
@@ -322,9 +420,12 @@ class ExecManager:
     # -- control ---------------------------------------------------------------------------
 
     async def stop_all(self) -> None:
-        """Kill every running exec's process group (daemon shutdown)."""
+        """Kill every running exec's scope (daemon shutdown), then end the kept ones."""
         for state in list(self._running.values()):
-            state.child.signal_group(signal.SIGKILL)
+            await state.child.scope.kill()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def signal(self, exec_id: str, signum: signal.Signals) -> None:
         state = self._running.get(exec_id)

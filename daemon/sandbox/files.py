@@ -8,27 +8,37 @@ never sees half a file and a failed upload leaves the old content in place.
 Paths: relative paths resolve against the daemon's working directory. The daemon runs with the
 task's privileges and the agent already has a shell, so paths are not a security boundary;
 what must hold is that the daemon itself survives anything (NUL bytes, missing parents,
-directories where files are expected) and that a tar upload never writes outside its target
-directory (``tarfile``'s ``data`` extraction filter rejects absolute paths, ``..`` members and
-links that escape).
+directories where files are expected, names that are not UTF-8, paths past ``PATH_MAX``: each
+is a 4xx with a reason), that ``/`` is never removed however it is spelt (``//`` is a
+distinct spelling to ``normpath``), and that a tar upload never writes outside its target
+directory (``archives.py``).
+
+Names are bytes on Linux. A query's path arrives percent-decoded with the bytes that are not
+UTF-8 kept as surrogate escapes (``http.parse_query``), which ``os`` functions turn back into
+the same bytes; answers carry such names base64-encoded with ``*_encoding: "base64"``.
 """
 
 from __future__ import annotations
 
-import asyncio
+import base64
+import contextlib
+import errno
 import os
 import shutil
 import stat
 from collections.abc import AsyncIterator, Iterator
-from typing import IO, Literal, cast
+from typing import Literal
 
-from sandman.wire.daemon import DirEntry, DirListing, FileStat, MoveRequest
+from sandman.wire.daemon import DirEntry, DirListing, Encoding, FileStat, MoveRequest
 
 from .errors import BadRequest, Conflict, DaemonError, NotFound
+from .settings import ExtractLimits
+from .trees import make_dirs, remove_tree
 
-__all__ = ["FileService"]
+__all__ = ["FileChunks", "FileService", "name_text"]
 
 CHUNK = 64 * 1024
+PATH_MAX = 4096  # bytes, with the terminating NUL (linux/limits.h)
 FileType = Literal["file", "directory", "symlink", "other"]
 
 
@@ -40,6 +50,22 @@ def _kind(mode: int) -> FileType:
     if stat.S_ISLNK(mode):
         return "symlink"
     return "other"
+
+
+# errno -> (status, reason, what to say) for conditions a caller can cause or must learn of.
+_ERRNO_ERRORS = {
+    errno.ENAMETOOLONG: (400, "path_too_long", "name or path too long"),
+    errno.ELOOP: (400, "too_many_links", "too many levels of symbolic links"),
+    errno.EINVAL: (400, "invalid_path", "invalid argument for this path"),
+    errno.EXDEV: (400, "cross_device", "not on the same file system"),
+    errno.EROFS: (403, "read_only_file_system", "read-only file system"),
+    errno.ENOTEMPTY: (409, "directory_not_empty", "directory not empty"),
+    errno.EBUSY: (409, "busy", "busy (a mount point or in use)"),
+    errno.ETXTBSY: (409, "busy", "text file busy"),
+    errno.EMLINK: (409, "too_many_links", "too many links"),
+    errno.ENOSPC: (507, "no_space", "no space left on the device"),
+    errno.EDQUOT: (507, "no_space", "disk quota exceeded"),
+}
 
 
 def _translate(exc: OSError, path: str) -> DaemonError:
@@ -55,12 +81,43 @@ def _translate(exc: OSError, path: str) -> DaemonError:
     elif isinstance(exc, PermissionError):
         err = DaemonError(f"{path}: permission denied", reason="permission_denied")
         err.status = 403
-    elif exc.errno is not None and exc.errno == 39:  # ENOTEMPTY
-        err = Conflict(f"{path}: directory not empty", reason="directory_not_empty")
+    elif exc.errno in _ERRNO_ERRORS:
+        status, reason, what = _ERRNO_ERRORS[exc.errno]
+        err = DaemonError(f"{path}: {what}", reason=reason)
+        err.status = status
     else:
         err = DaemonError(f"{path}: {exc.strerror or exc}", reason="io_error")
     err.__cause__ = exc
     return err
+
+
+def name_text(name: str) -> tuple[str, Encoding]:
+    """A file name for JSON: itself if its bytes are UTF-8, else the base64 of its bytes."""
+    raw = os.fsencode(name)
+    try:
+        return raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii"), "base64"
+
+
+def _paths_text(*paths: str | None) -> tuple[list[str | None], Encoding]:
+    """Several paths of one answer under one encoding: base64 for all if one needs it."""
+    raws = [os.fsencode(p) if p is not None else None for p in paths]
+    try:
+        return [r.decode("utf-8") if r is not None else None for r in raws], "utf-8"
+    except UnicodeDecodeError:
+        return [base64.b64encode(r).decode("ascii") if r is not None else None for r in raws], (
+            "base64"
+        )
+
+
+def _decode_path(text: str, encoding: Encoding) -> str:
+    if encoding == "utf-8":
+        return text
+    try:
+        return os.fsdecode(base64.b64decode(text, validate=True))
+    except ValueError as exc:  # binascii.Error, or text that is not even ASCII
+        raise BadRequest(f"path is not valid base64: {exc}", reason="invalid_base64") from exc
 
 
 class FileService:
@@ -69,12 +126,18 @@ class FileService:
         self._max_entries = max_entries
 
     def resolve(self, path: str | None) -> str:
+        """The absolute, normalised path (``//x`` is ``/x``); 400 for what no call could use."""
         if not path:
             raise BadRequest("query parameter 'path' is required", reason="missing_path")
         if "\0" in path:
             raise BadRequest("NUL byte in path", reason="invalid_path")
         base = self._workdir or os.getcwd()
-        return os.path.normpath(os.path.join(base, path))
+        full = "/" + os.path.normpath(os.path.join(base, path)).lstrip("/")
+        if len(os.fsencode(full)) >= PATH_MAX:
+            raise BadRequest(
+                f"path of {len(os.fsencode(full))} bytes exceeds PATH_MAX", reason="path_too_long"
+            )
+        return full
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -85,20 +148,22 @@ class FileService:
             target = os.readlink(full) if stat.S_ISLNK(st.st_mode) else None
         except OSError as exc:
             raise _translate(exc, full) from exc
+        (path_text, target_text), encoding = _paths_text(full, target)
         return FileStat(
-            path=full,
+            path=path_text or "",
             type=_kind(st.st_mode),
             size=st.st_size,
             mode=stat.S_IMODE(st.st_mode),
             mtime=st.st_mtime,
             uid=st.st_uid,
             gid=st.st_gid,
-            link_target=target,
+            link_target=target_text,
+            path_encoding=encoding,
         )
 
     def list(self, path: str) -> DirListing:
         full = self.resolve(path)
-        entries: list[DirEntry] = []
+        entries: list[tuple[bytes, DirEntry]] = []  # sorted by the names' bytes
         truncated = False
         try:
             with os.scandir(full) as scan:
@@ -106,29 +171,38 @@ class FileService:
                     if len(entries) >= self._max_entries:
                         truncated = True
                         break
-                    entries.append(_dir_entry(entry))
+                    entries.append((os.fsencode(entry.name), _dir_entry(entry)))
         except OSError as exc:
             raise _translate(exc, full) from exc
-        entries.sort(key=lambda e: e.name)
-        return DirListing(path=full, entries=entries, truncated=truncated)
+        entries.sort(key=lambda e: e[0])
+        path_text, encoding = name_text(full)
+        return DirListing(
+            path=path_text,
+            entries=[entry for _, entry in entries],
+            truncated=truncated,
+            path_encoding=encoding,
+        )
 
     # -- content ---------------------------------------------------------------------------
 
-    def open_read(self, path: str, offset: int, length: int | None) -> tuple[int, Iterator[bytes]]:
+    def open_read(self, path: str, offset: int, length: int | None) -> tuple[int, FileChunks]:
         """(bytes that will be sent, chunk iterator) for a byte range of a regular file."""
         full = self.resolve(path)
         if offset < 0 or (length is not None and length < 0):
             raise BadRequest("offset and length must be >= 0", reason="invalid_range")
-        try:
-            fd = os.open(full, os.O_RDONLY)
+        try:  # non-blocking: opening a FIFO must not hang the daemon
+            fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
             raise _translate(exc, full) from exc
-        size = os.fstat(fd).st_size
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        size = st.st_size
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
-            raise BadRequest(f"{full}: is a directory", reason="is_a_directory")
+            if stat.S_ISDIR(st.st_mode):
+                raise BadRequest(f"{full}: is a directory", reason="is_a_directory")
+            raise BadRequest(f"{full}: not a regular file", reason="not_a_regular_file")
         count = max(0, size - offset) if length is None else max(0, min(length, size - offset))
-        return count, _read_chunks(fd, offset, count)
+        return count, FileChunks(fd, offset, count)
 
     async def write(
         self, path: str, chunks: AsyncIterator[bytes], mode: int | None, parents: bool
@@ -137,10 +211,11 @@ class FileService:
         directory = os.path.dirname(full) or "/"
         try:
             if parents:
-                os.makedirs(directory, exist_ok=True)
+                make_dirs(directory)
             if os.path.isdir(full):
                 raise IsADirectoryError(full)
-            tmp = os.path.join(directory, f".{os.path.basename(full)}.sandman-{os.getpid()}.tmp")
+            # A short name: the target's own name may already be near NAME_MAX.
+            tmp = os.path.join(directory, f".sandman-{os.getpid()}-{os.urandom(4).hex()}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         except OSError as exc:
             raise _translate(exc, full) from exc
@@ -167,7 +242,7 @@ class FileService:
             st = os.lstat(full)
             if stat.S_ISDIR(st.st_mode):
                 if recursive:
-                    shutil.rmtree(full)
+                    remove_tree(full)
                 else:
                     os.rmdir(full)
             else:
@@ -176,12 +251,19 @@ class FileService:
             raise _translate(exc, full) from exc
 
     def move(self, request: MoveRequest) -> FileStat:
-        src, dst = self.resolve(request.source), self.resolve(request.destination)
+        src = self.resolve(_decode_path(request.source, request.encoding))
+        dst = self.resolve(_decode_path(request.destination, request.encoding))
+        if src == "/" or dst == "/":
+            raise BadRequest("refusing to move / or onto /", reason="invalid_path")
+        if dst.startswith(src.rstrip("/") + "/"):
+            raise BadRequest(f"cannot move {src} into itself", reason="invalid_path")
         try:
             if not request.overwrite and os.path.lexists(dst):
                 raise FileExistsError(dst)
-            os.makedirs(os.path.dirname(dst) or "/", exist_ok=True)
+            make_dirs(os.path.dirname(dst) or "/")
             shutil.move(src, dst)
+        except shutil.Error as exc:  # an OSError without errno, e.g. "destination exists"
+            raise Conflict(f"cannot move {src} to {dst}: {exc}", reason="file_exists") from exc
         except OSError as exc:
             raise _translate(exc, src) from exc
         return self.stat(dst)
@@ -193,35 +275,45 @@ class FileService:
         full = self.resolve(path)
         if not os.path.lexists(full):
             raise NotFound(f"{full}: no such file or directory", reason="file_not_found")
-        return _threaded_tar(full)
+        from .archives import tar_stream  # imports tarfile: on first use
 
-    async def extract(self, path: str, chunks: AsyncIterator[bytes]) -> DirListing:
+        return tar_stream(full)
+
+    async def extract(
+        self, path: str, chunks: AsyncIterator[bytes], limits: ExtractLimits
+    ) -> DirListing:
+        """Extract a tar stream into directory ``path`` (made if missing): all or nothing."""
+        from .archives import extract_upload  # imports tarfile: on first use
+
         full = self.resolve(path)
+        created = not os.path.lexists(full)
         try:
-            os.makedirs(full, exist_ok=True)
-        except OSError as exc:
-            raise _translate(exc, full) from exc
-        loop = asyncio.get_running_loop()
-        pipe = _ChunkPipe(loop, chunks)
-        try:
-            await loop.run_in_executor(None, _extract_stream, pipe, full)
-        finally:
-            await pipe.aclose()
+            make_dirs(full)
+            await extract_upload(chunks, full, limits)
+        except BaseException as exc:
+            if created:
+                with contextlib.suppress(OSError):
+                    os.rmdir(full)  # a rejected archive leaves no trace, not even its target
+            if isinstance(exc, OSError):
+                raise _translate(exc, full) from exc
+            raise
         return self.list(full)
 
 
 def _dir_entry(entry: os.DirEntry[str]) -> DirEntry:
+    name, encoding = name_text(entry.name)
     try:
         st = entry.stat(follow_symlinks=False)
-        return DirEntry(
-            name=entry.name,
-            type=_kind(st.st_mode),
-            size=st.st_size,
-            mode=stat.S_IMODE(st.st_mode),
-            mtime=st.st_mtime,
-        )
     except OSError:
-        return DirEntry(name=entry.name, type="other", size=0, mode=0, mtime=0.0)
+        return DirEntry(name=name, type="other", size=0, mode=0, mtime=0.0, name_encoding=encoding)
+    return DirEntry(
+        name=name,
+        type=_kind(st.st_mode),
+        size=st.st_size,
+        mode=stat.S_IMODE(st.st_mode),
+        mtime=st.st_mtime,
+        name_encoding=encoding,
+    )
 
 
 def _default_mode(full: str) -> int:
@@ -238,17 +330,26 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-def _read_chunks(fd: int, offset: int, count: int) -> Iterator[bytes]:
-    try:
-        while count > 0:
-            data = os.pread(fd, min(CHUNK, count), offset)
+class FileChunks:
+    """A byte range of an open file as chunks; owns the descriptor, which ``close`` (run by
+    the response on every path, iterated or not) releases once."""
+
+    def __init__(self, fd: int, offset: int, count: int) -> None:
+        self._fd, self._offset, self._count = fd, offset, count
+
+    def __iter__(self) -> Iterator[bytes]:
+        while self._count > 0 and self._fd >= 0:
+            data = os.pread(self._fd, min(CHUNK, self._count), self._offset)
             if not data:
                 return
-            offset += len(data)
-            count -= len(data)
+            self._offset += len(data)
+            self._count -= len(data)
             yield data
-    finally:
-        os.close(fd)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
 
 
 async def _write_all(fd: int, chunks: AsyncIterator[bytes]) -> None:
@@ -257,100 +358,3 @@ async def _write_all(fd: int, chunks: AsyncIterator[bytes]) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
-
-
-def _extract_stream(pipe: _ChunkPipe, target: str) -> None:
-    import tarfile  # tar support is imported on first use: it costs daemon start-up time
-
-    try:
-        with tarfile.open(fileobj=cast(IO[bytes], pipe), mode="r|*") as archive:
-            archive.extractall(target, filter="data")
-    except tarfile.FilterError as exc:
-        raise BadRequest(f"unsafe tar member: {exc}", reason="unsafe_archive") from exc
-    except (tarfile.TarError, EOFError) as exc:
-        raise BadRequest(f"not a valid tar stream: {exc}", reason="invalid_archive") from exc
-    except OSError as exc:
-        raise _translate(exc, target) from exc
-
-
-class _ChunkPipe:
-    """A blocking file-like view (for ``tarfile`` in a thread) of an async chunk iterator."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, chunks: AsyncIterator[bytes]) -> None:
-        self._loop = loop
-        self._chunks = chunks
-        self._buffer = b""
-        self._eof = False
-
-    def read(self, size: int = -1) -> bytes:
-        while not self._eof and (size < 0 or len(self._buffer) < size):
-            future = asyncio.run_coroutine_threadsafe(self._next(), self._loop)
-            chunk = future.result()
-            if chunk is None:
-                self._eof = True
-            else:
-                self._buffer += chunk
-        if size < 0:
-            data, self._buffer = self._buffer, b""
-        else:
-            data, self._buffer = self._buffer[:size], self._buffer[size:]
-        return data
-
-    async def _next(self) -> bytes | None:
-        try:
-            return await self._chunks.__anext__()
-        except StopAsyncIteration:
-            return None
-
-    async def aclose(self) -> None:
-        """Consume whatever the tar reader left unread (the request body must be drained)."""
-        async for _ in self._chunks:
-            pass
-
-
-def _threaded_tar(full: str) -> AsyncIterator[bytes]:
-    import queue  # imported on first use, like tarfile: start-up time matters more
-    import tarfile
-    import threading
-
-    chunks: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=8)
-    cancelled = threading.Event()
-
-    class _Sink:
-        def write(self, data: bytes) -> int:
-            if cancelled.is_set():
-                raise BrokenPipeError("client went away")
-            chunks.put(bytes(data))
-            return len(data)
-
-    def produce() -> None:
-        try:
-            with tarfile.open(fileobj=_Sink(), mode="w|", format=tarfile.PAX_FORMAT) as archive:  # type: ignore[call-overload]
-                # A directory's archive holds its contents, so extracting it at X recreates it at X.
-                arcname = "." if os.path.isdir(full) else os.path.basename(full)
-                archive.add(full, arcname=arcname)
-            chunks.put(None)
-        except BaseException as exc:
-            chunks.put(exc)
-
-    async def consume() -> AsyncIterator[bytes]:
-        loop = asyncio.get_running_loop()
-        worker = loop.run_in_executor(None, produce)
-        try:
-            while True:
-                item = await loop.run_in_executor(None, chunks.get)
-                if item is None:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            cancelled.set()
-            while not worker.done():  # unblock a producer waiting on a full queue
-                try:
-                    chunks.get_nowait()
-                except queue.Empty:
-                    await asyncio.sleep(0.01)
-            await worker
-
-    return consume()

@@ -21,6 +21,7 @@ QUERY_TYPES = {
     "offset": "integer",
     "length": "integer",
     "tail_bytes": "integer",
+    "resume_from": "integer",
     "parents": "boolean",
     "recursive": "boolean",
 }

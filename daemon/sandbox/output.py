@@ -64,6 +64,10 @@ class HeadCapture:
         if room > 0:
             self._buf += data[:room]
 
+    def skip(self, count: int) -> None:
+        """Count bytes that were produced but not kept (dropped upstream)."""
+        self.total += count
+
     @property
     def truncated(self) -> bool:
         return self.total > len(self._buf)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from sandman.wire.daemon import ProcessInfo, ProcessOutput, ProcessStartRequest
 
+from .commands import check_cwd, check_env, resolve_argv
 from .errors import BadRequest, NotFound, TooManyRequests
-from .execution import resolve_argv
 from .output import PipeReader, TailBuffer
 from .settings import DaemonSettings
 from .supervisor import Child, Supervisor, child_environment, signal_name
@@ -67,6 +67,8 @@ class ProcessManager:
 
     def start(self, request: ProcessStartRequest) -> ProcessInfo:
         argv = resolve_argv(request.argv, request.command, request.shell)
+        check_env(request.env)
+        check_cwd(request.cwd)
         self._make_room()
         env = child_environment(request.env)
         try:
@@ -143,17 +145,16 @@ class ProcessManager:
         return proc.info()
 
     async def remove(self, proc_id: str) -> ProcessInfo:
-        """Stop (TERM, then KILL after the grace) if running, then forget the record."""
+        """Stop its scope (TERM, then KILL after the grace), then forget the record. A leader
+        that already exited may have left children: they are stopped all the same."""
         proc = self.get(proc_id)
-        if proc.child.running:
-            await proc.child.terminate_group(self._settings.shutdown_grace_s)
+        await proc.child.terminate(self._settings.shutdown_grace_s)
         self._forget(proc)
         return proc.info()
 
     async def stop_all(self) -> None:
-        running = [p for p in self._procs.values() if p.child.running]
         await asyncio.gather(
-            *(p.child.terminate_group(self._settings.shutdown_grace_s) for p in running)
+            *(p.child.terminate(self._settings.shutdown_grace_s) for p in self._procs.values())
         )
         for proc in list(self._procs.values()):
             self._forget(proc)

@@ -9,9 +9,12 @@ ends cleanly and the pod reports ``Succeeded``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import os
+import re
+import resource
 import time
 from collections.abc import AsyncIterator
 from typing import TypeVar
@@ -37,11 +40,12 @@ from .api import ROUTES
 from .errors import BadRequest, Unauthorized
 from .execution import ExecManager
 from .files import FileService
-from .http import HttpServer, Request, Response, Router
+from .http import ConnectionLimits, HttpServer, Request, Response, Router
 from .processes import ProcessManager
 from .sessions import SessionManager
-from .settings import DaemonSettings
-from .supervisor import Supervisor, parse_signal, sanitize_environment
+from .settings import DaemonSettings, ExtractLimits
+from .streams import GuardedStream
+from .supervisor import Supervisor, parse_signal, sanitize_environment, scrub_environment_block
 from .sysinfo import CgroupReader
 
 __all__ = ["SandboxDaemon"]
@@ -56,16 +60,33 @@ def _json(value: object, status: int = 200) -> Response:
     return Response(status, encode(value))
 
 
+INT64_MAX = 2**63 - 1
+DECIMAL = re.compile(r"-?[0-9]{1,19}")
+OCTAL = re.compile(r"-?[0-7]{1,7}")
+
+
 def _query_int(request: Request, name: str, default: int | None = None) -> int | None:
+    """An integer query parameter: ASCII decimal digits (octal for ``mode``), within int64,
+    else a 400 ``invalid_query``. Ranges (negative offsets, modes past 07777) are the
+    operation's to refuse, with its own reason."""
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        return int(raw, 8) if name == "mode" else int(raw)
-    except ValueError as exc:
-        raise BadRequest(
-            f"query parameter {name!r} must be an integer", reason="invalid_query"
-        ) from exc
+    octal = name == "mode"
+    if (
+        not (OCTAL if octal else DECIMAL).fullmatch(raw)
+        or abs(int(raw, 8 if octal else 10)) > INT64_MAX
+    ):
+        kind = "an octal integer" if octal else "a decimal integer within int64"
+        raise BadRequest(f"query parameter {name!r} must be {kind}", reason="invalid_query")
+    return int(raw, 8 if octal else 10)
+
+
+def _query_mode(request: Request) -> int | None:
+    mode = _query_int(request, "mode")
+    if mode is not None and not 0 <= mode <= 0o7777:
+        raise BadRequest(f"mode {mode:o} is outside 0..7777 (octal)", reason="invalid_mode")
+    return mode
 
 
 def _query_bool(request: Request, name: str, default: bool = False) -> bool:
@@ -79,6 +100,23 @@ def _query_bool(request: Request, name: str, default: bool = False) -> bool:
     raise BadRequest(f"query parameter {name!r} must be a boolean", reason="invalid_query")
 
 
+def connection_limits(settings: DaemonSettings) -> ConnectionLimits:
+    """The HTTP server's limits; the connection cap also fits the descriptors we may open
+    (the soft RLIMIT_NOFILE is raised to the hard one first: commands need fds too)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return ConnectionLimits(
+        max_connections=max(4, min(settings.max_connections, soft // 4)),
+        keepalive_timeout_s=settings.keepalive_timeout_s,
+        header_timeout_s=settings.header_timeout_s,
+        body_timeout_s=settings.body_timeout_s,
+        send_timeout_s=settings.send_timeout_s,
+    )
+
+
 class SandboxDaemon:
     def __init__(self, settings: DaemonSettings) -> None:
         self.settings = settings
@@ -89,7 +127,7 @@ class SandboxDaemon:
         self.files = FileService(settings.workdir, settings.max_dir_entries)
         self.cgroups = CgroupReader()
         self.router = self._routes()
-        self._http = HttpServer(self._handle)
+        self._http = HttpServer(self._handle, connection_limits(settings))
         self._token = settings.token.encode()
         self._started = time.monotonic()
         self._last_activity = time.monotonic()
@@ -101,6 +139,7 @@ class SandboxDaemon:
 
     async def start(self) -> int:
         sanitize_environment(os.environ)
+        scrub_environment_block()
         self.supervisor.install()
         self.port = await self._http.start(self.settings.host, self.settings.port)
         return self.port
@@ -153,15 +192,14 @@ class SandboxDaemon:
             response.body = self._track_stream(response.body)
         return response
 
-    async def _track_stream(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        """A streamed response counts as activity until its last chunk."""
+    def _track_stream(self, body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """A streamed response counts as activity until it is closed."""
         self._in_flight += 1
-        try:
-            async for chunk in body:
-                yield chunk
-        finally:
-            self._in_flight -= 1
-            self._last_activity = time.monotonic()
+        return GuardedStream(body, self._stream_closed)
+
+    def _stream_closed(self) -> None:
+        self._in_flight -= 1
+        self._last_activity = time.monotonic()
 
     def _authenticate(self, request: Request) -> None:
         header = request.headers.get("authorization", "")
@@ -211,7 +249,8 @@ class SandboxDaemon:
         return _json(result)
 
     async def _exec_stream(self, request: Request) -> Response:
-        stream = self.execs.stream(await self._body(request, ExecRequest))
+        body = await self._body(request, ExecRequest)
+        stream = self.execs.stream(body, _query_int(request, "resume_from", 0) or 0)
         return Response(200, stream, content_type=NDJSON)
 
     async def _signal(self, request: Request) -> SignalRequest:
@@ -260,6 +299,8 @@ class SandboxDaemon:
 
     async def _process_output(self, request: Request) -> Response:
         tail = _query_int(request, "tail_bytes")
+        if tail is not None and tail < 0:
+            raise BadRequest("tail_bytes must be >= 0", reason="invalid_query")
         return _json(self.processes.output(request.path_params["id"], tail))
 
     async def _process_signal(self, request: Request) -> Response:
@@ -282,22 +323,18 @@ class SandboxDaemon:
         )
 
         async def body() -> AsyncIterator[bytes]:
-            try:
-                for chunk in chunks:
-                    yield chunk
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+            for chunk in chunks:
+                yield chunk
 
-        return Response(200, body(), OCTETS, [("x-sandman-bytes", str(count))])
+        stream = GuardedStream(body(), chunks.close)  # the fd is closed even if never sent
+        return Response(200, stream, OCTETS, [("x-sandman-bytes", str(count))])
 
     async def _file_write(self, request: Request) -> Response:
         chunks = request.body_chunks(self.settings.max_upload_bytes)
         stat = await self.files.write(
             request.query.get("path", ""),
             chunks,
-            _query_int(request, "mode"),
+            _query_mode(request),
             _query_bool(request, "parents", True),
         )
         return _json(stat)
@@ -320,4 +357,8 @@ class SandboxDaemon:
 
     async def _archive_upload(self, request: Request) -> Response:
         chunks = request.body_chunks(self.settings.max_upload_bytes)
-        return _json(await self.files.extract(request.query.get("path", ""), chunks))
+        limits = ExtractLimits(
+            max_bytes=self.settings.max_extract_bytes,
+            max_members=self.settings.max_archive_members,
+        )
+        return _json(await self.files.extract(request.query.get("path", ""), chunks, limits))

@@ -35,12 +35,13 @@ from sandman.wire.daemon import (
     SessionRunResult,
 )
 
+from .commands import check_cwd, check_env, check_shell
 from .errors import BadRequest, Conflict, NotFound, TooManyRequests, Unavailable
 from .output import HeadCapture, PipeReader
 from .settings import DaemonSettings
 from .supervisor import Child, Supervisor
 
-__all__ = ["SessionManager", "find_scratch_dir"]
+__all__ = ["SessionManager", "TerminalBuffer", "find_scratch_dir"]
 
 MARKER_RE = re.compile(rb"\x1eSANDMAN ([0-9a-f]{16}) (\d+)\x1e\n?")
 READY_TIMEOUT_S = 10.0
@@ -101,6 +102,36 @@ def _become_terminal_owner() -> None:  # runs in the child between fork and exec
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
+class TerminalBuffer(bytearray):
+    """What the terminal printed and no command has collected yet, bounded.
+
+    A command's collector empties it at every wake-up; between commands nobody does, and a
+    background job writing to the terminal (``yes > /dev/tty &``) once grew the daemon by
+    ~70 MiB/s. Past ``cap`` the oldest bytes are dropped and counted (a command's output
+    reports them in ``total_bytes``; between commands they would be discarded anyway: a
+    command's output starts when the command does)."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+        self.dropped = 0
+
+    def append_bounded(self, data: bytes) -> None:
+        self.extend(data)
+        overflow = len(self) - self.cap
+        if overflow > 0:
+            del self[:overflow]
+            self.dropped += overflow
+
+    def reset(self) -> None:
+        self.clear()
+        self.dropped = 0
+
+    def take_dropped(self) -> int:
+        dropped, self.dropped = self.dropped, 0
+        return dropped
+
+
 @dataclass(slots=True)
 class _Session:
     name: str
@@ -109,7 +140,7 @@ class _Session:
     master_fd: int
     reader: PipeReader
     created_at: float
-    buffer: bytearray
+    buffer: TerminalBuffer
     data_event: asyncio.Event
     lock: asyncio.Lock
     commands_run: int = 0
@@ -146,6 +177,9 @@ class SessionManager:
         return session
 
     async def create(self, request: SessionCreateRequest) -> SessionInfo:
+        check_env(request.env)
+        check_cwd(request.cwd)
+        check_shell(request.shell)
         if request.name in self._sessions:
             raise Conflict(f"session {request.name!r} already exists", reason="session_exists")
         if len(self._sessions) >= self._settings.max_sessions:
@@ -177,16 +211,20 @@ class SessionManager:
                 stderr=slave,
                 preexec_fn=_become_terminal_owner,
             )
-        except OSError as exc:
+        except BaseException as exc:  # whatever failed, the terminal must not leak
             os.close(master)
-            raise BadRequest(f"cannot start shell {shell!r}: {exc}", reason="spawn_failed") from exc
+            if isinstance(exc, OSError):
+                raise BadRequest(
+                    f"cannot start shell {shell!r}: {exc}", reason="spawn_failed"
+                ) from exc
+            raise
         finally:
             os.close(slave)
-        buffer = bytearray()
+        buffer = TerminalBuffer(self._settings.session_buffer_bytes)
         event = asyncio.Event()
 
         def on_data(data: bytes) -> None:
-            buffer.extend(data)
+            buffer.append_bounded(data)
             event.set()
 
         reader = PipeReader(os.dup(master), on_data)
@@ -216,7 +254,7 @@ class SessionManager:
         capture = HeadCapture(cap)
         timed_out = False
         try:
-            session.buffer.clear()
+            session.buffer.reset()
             self._write(
                 session, f". '{script}'; printf '\\036SANDMAN %s %d\\036\\n' {nonce} \"$?\"\n"
             )
@@ -248,6 +286,7 @@ class SessionManager:
         Returns None at the deadline; raises if the shell exits first.
         """
         while True:
+            capture.skip(session.buffer.take_dropped())
             match = _find_marker(session.buffer, nonce)
             if match is not None:
                 code = int(match.group(2))  # before the buffer it points into changes
@@ -260,7 +299,7 @@ class SessionManager:
                 del session.buffer[:-keep]
             if session.reader.closed.done():  # the shell exited (e.g. the command ran `exit`)
                 capture.feed(_strip_markers(session.buffer))
-                session.buffer.clear()
+                session.buffer.reset()
                 code = await session.child.wait()
                 return code if code >= 0 else 128 - code
             session.data_event.clear()
@@ -313,8 +352,8 @@ class SessionManager:
 
     async def _terminate(self, session: _Session) -> None:
         self._kill_foreground(session)
-        session.child.signal_group(signal.SIGHUP)
-        await session.child.terminate_group(self._settings.shutdown_grace_s)
+        session.child.signal_group(signal.SIGHUP)  # as a closed terminal would: jobs get it too
+        await session.child.terminate(self._settings.shutdown_grace_s)
         session.reader.close()
         with contextlib.suppress(OSError):
             os.close(session.master_fd)

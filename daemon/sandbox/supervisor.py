@@ -8,8 +8,10 @@ it started and counts the rest as reaped orphans. Outside a container (simcluste
 mode, tests) the daemon marks itself a child subreaper so it plays the same role for the
 processes it started.
 
-Every command runs in its own session (and so its own process group), so a timeout or an
-interrupt can signal the command *and everything it started* with one ``killpg``.
+Every command runs in its own session (and so its own process group), so an interrupt can
+signal the command and its group with one ``killpg``; stopping a call for good (a timeout,
+a removal, a closed session) stops its whole *scope* (``scopes.py``), which also reaches what
+left the group. At shutdown every descendant of the daemon is killed, whatever its scope.
 """
 
 from __future__ import annotations
@@ -22,16 +24,21 @@ import subprocess
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 
+from .scopes import SCOPE_ENV, Scope, kill_descendants
+
 __all__ = [
     "Child",
     "Supervisor",
     "child_environment",
     "parse_signal",
     "sanitize_environment",
+    "scrub_environment_block",
     "signal_name",
 ]
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_DUMPABLE = 4
+SECRET_VARIABLES = ("SANDMAN_TOKEN",)
 # Variables a PyInstaller bundle sets for itself; never handed to task processes. (The
 # bundle's runtime hook already cleans them at start; this is the second line of defence.)
 BUNDLE_ENV_PREFIXES = ("_PYI_", "_MEIPASS")
@@ -55,9 +62,8 @@ def signal_name(signum: int) -> str:
 def sanitize_environment(environ: MutableMapping[str, str]) -> None:
     """Make the daemon's own environment the one task processes should inherit.
 
-    Done once at start-up, in place: it removes the token and bundle internals, so that
-    spawning a command without overrides can pass ``env=None`` (no per-spawn copy and
-    re-encoding of the environment, which is measurable on the exec hot path).
+    Done once at start-up, in place: it removes the token and bundle internals, so that a
+    command inherits the container's environment and nothing of the daemon's.
     """
     for key in [k for k in environ if k.startswith(BUNDLE_ENV_PREFIXES)]:
         del environ[key]
@@ -65,6 +71,37 @@ def sanitize_environment(environ: MutableMapping[str, str]) -> None:
     original = environ.pop("LD_LIBRARY_PATH_ORIG", None)
     if original is not None:
         environ["LD_LIBRARY_PATH"] = original
+
+
+def scrub_environment_block(names: Sequence[str] = SECRET_VARIABLES) -> int:
+    """Overwrite ``NAME=value`` entries in this process's initial environment block.
+
+    Removing a variable from ``os.environ`` (``unsetenv``) drops the C library's pointer to
+    it, but the bytes stay where the kernel put them at ``execve``, and ``/proc/<pid>/environ``
+    shows exactly those bytes to any process of the sandbox that may read it (the daemon is
+    PID 1: ``/proc/1/environ``). The block lies in our own memory, between ``env_start`` and
+    ``env_end`` of ``/proc/self/stat``: the entries are zeroed in place (call this after
+    ``sanitize_environment``, so nothing still points at them). Returns how many were.
+    """
+    import ctypes  # imported here, like in install(): needed once
+
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # (50) env_start, (51) env_end
+    except (OSError, IndexError, ValueError):
+        return 0
+    if not 0 < start < end:
+        return 0
+    block = ctypes.string_at(start, end - start)
+    scrubbed = 0
+    offset = 0
+    for entry in block.split(b"\0"):
+        if any(entry.startswith(name.encode() + b"=") for name in names):
+            ctypes.memset(start + offset, 0, len(entry))
+            scrubbed += 1
+        offset += len(entry) + 1
+    return scrubbed
 
 
 def child_environment(overrides: Mapping[str, str]) -> dict[str, str] | None:
@@ -80,6 +117,7 @@ class Child:
 
     popen: subprocess.Popen[bytes]
     exited: asyncio.Future[int] = field(repr=False)
+    scope: Scope
 
     @property
     def pid(self) -> int:
@@ -100,12 +138,10 @@ class Child:
             return False
         return True
 
-    async def terminate_group(self, grace_s: float) -> None:
-        """TERM the group, then KILL it after ``grace_s``; returns once the child is reaped."""
-        if self.signal_group(signal.SIGTERM) and grace_s > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wait(), grace_s)
-        self.signal_group(signal.SIGKILL)
+    async def terminate(self, grace_s: float) -> None:
+        """TERM the child's whole scope, KILL what is left after ``grace_s``; returns once
+        nothing of it is left and the child is reaped."""
+        await self.scope.terminate(grace_s)
         await self.wait()
 
 
@@ -125,6 +161,12 @@ class Supervisor:
 
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            # Not dumpable: /proc/<daemon>/mem (and ptrace, process_vm_readv) then need
+            # CAP_SYS_PTRACE, which containers do not get, so a process of the sandbox cannot
+            # read the token out of the daemon's memory. (/proc/<pid>/environ stays
+            # readable: scrub_environment_block covers it.) Children are unaffected: execve
+            # makes a process dumpable again.
+            libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         self.reap()  # anything that died before the handler was installed
 
     def uninstall(self) -> None:
@@ -147,12 +189,14 @@ class Supervisor:
         stderr: int | None = subprocess.PIPE,
         preexec_fn: Callable[[], None] | None = None,
     ) -> Child:
-        """Start ``argv`` in a new session. Raises OSError (e.g. ENOENT) if it cannot start."""
+        """Start ``argv`` in a new session and a new scope (``env``: the child's environment,
+        None for the daemon's). Raises OSError (e.g. ENOENT) if it cannot start."""
         loop = asyncio.get_running_loop()
+        scope_id = os.urandom(8).hex()
         popen = subprocess.Popen(
             list(argv),
             cwd=cwd,
-            env=env,
+            env={**(os.environ if env is None else env), SCOPE_ENV: scope_id},
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
@@ -161,7 +205,7 @@ class Supervisor:
             close_fds=True,
         )
         # Registered before any SIGCHLD callback can run: handlers run as loop callbacks.
-        child = Child(popen, loop.create_future())
+        child = Child(popen, loop.create_future(), Scope(scope_id, popen.pid))
         self._children[popen.pid] = child
         return child
 
@@ -183,27 +227,9 @@ class Supervisor:
                 child.exited.set_result(code)
 
     async def stop_all(self, grace_s: float) -> None:
-        """TERM every child's group, KILL after the grace; also kill adopted orphans."""
+        """TERM every child's scope, KILL after the grace; then kill every descendant left
+        (adopted orphans, whatever escaped a scope)."""
         children = list(self._children.values())
-        await asyncio.gather(*(c.terminate_group(grace_s) for c in children))
-        for pid in _adopted_children():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        await asyncio.gather(*(c.terminate(grace_s) for c in children))
+        await kill_descendants()
         self.reap()
-
-
-def _adopted_children() -> list[int]:
-    """Pids whose parent is this process (orphans we adopted as subreaper)."""
-    me = str(os.getpid())
-    pids: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1].decode() == me:
-            pids.append(int(entry))
-    return pids

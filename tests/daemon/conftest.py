@@ -7,8 +7,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from devstack.rootfs import RootfsError, find_bwrap
 from sandman.sdk.daemon_client import SandboxClient
 from tests.support.daemon import DaemonProcess, start_daemon
+from tests.support.leaks import FIXTURE_PIDS
 
 
 @pytest.fixture
@@ -30,3 +32,31 @@ def daemon(daemon_args: list[str], tmp_path: os.PathLike[str]) -> Iterator[Daemo
 async def client(daemon: DaemonProcess) -> AsyncIterator[SandboxClient]:
     async with SandboxClient(daemon.url, daemon.token) as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def sandboxed_daemon(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DaemonProcess]:
+    """A daemon that generated requests may do anything to: it runs under bubblewrap in its
+    own user, pid, IPC and UTS namespaces, the host's file system read-only, a private /tmp
+    and /dev, and a writable workdir (/tmp/sandbox) of its own. Fuzzed deletes, moves,
+    uploads and commands can then hurt nothing but that sandbox; its network is the host's,
+    so it is reached on loopback."""
+    try:
+        bwrap = find_bwrap()
+    except RootfsError as exc:
+        pytest.fail(str(exc))
+    workdir = tmp_path_factory.mktemp("sandbox")
+    prefix = [
+        bwrap, "--unshare-user", "--uid", "0", "--gid", "0", "--unshare-pid",
+        "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--ro-bind", "/", "/",
+        "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
+        "--bind", str(workdir), "/tmp/sandbox", "--chdir", "/tmp/sandbox",
+    ]  # fmt: skip
+    process = start_daemon(prefix=prefix, cwd=str(workdir))
+    request.config.stash.setdefault(FIXTURE_PIDS, set()).add(process.proc.pid)
+    try:
+        yield process
+    finally:
+        process.stop()

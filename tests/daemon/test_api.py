@@ -64,6 +64,18 @@ async def test_health_is_open_and_the_api_is_not(daemon: DaemonProcess) -> None:
             400,
             "invalid_base64",
         ),
+        (
+            "/v1/exec",
+            '{"argv": ["cat"], "stdin": {"data": "\u00e9", "encoding": "base64"}}'.encode(),
+            400,
+            "invalid_base64",
+        ),
+        (
+            "/v1/files/move",
+            b'{"source": "\\u00e9", "destination": "x", "encoding": "base64"}',
+            400,
+            "invalid_base64",
+        ),
         ("/v1/exec/x-1/signal", b'{"signal": "SIGBOGUS"}', 400, "invalid_signal"),
         ("/v1/exec/x-1/signal", b'{"signal": "INT"}', 404, "exec_not_found"),
         ("/v1/nope", b"{}", 404, "no_such_endpoint"),

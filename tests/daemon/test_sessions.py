@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
+import psutil
 import pytest
 
 from sandman.sdk.daemon_client import DaemonAPIError, SandboxClient
+from tests.support.daemon import DaemonProcess
 from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
@@ -123,3 +126,26 @@ async def test_session_cap_answers_429(client: SandboxClient) -> None:
         assert (info.value.status, info.value.reason) == (429, "too_many_sessions")
     finally:
         await client.close_session("one")
+
+
+async def test_terminal_flood_between_commands_keeps_the_daemon_small(
+    daemon: DaemonProcess, client: SandboxClient
+) -> None:
+    """A background job writing to the terminal while no command collects its output once grew
+    the daemon by ~70 MiB/s (every byte kept for the next command, which discarded it)."""
+    me = psutil.Process(daemon.proc.pid)
+    await client.create_session("s")
+    try:
+        before = me.memory_info().rss
+        await client.run_in_session("s", "yes > /dev/tty &")
+        peak = before
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:  # sampling memory over a fixed span, not waiting
+            peak = max(peak, me.memory_info().rss)
+            await asyncio.sleep(0.1)
+        assert peak - before < 32 << 20, f"RSS grew by {(peak - before) >> 20} MiB"
+        result = await client.run_in_session("s", "kill %1; wait; echo done")
+        assert result.output.data.endswith("done\n")
+        assert (await client.run_in_session("s", "echo ok")).output.data == "ok\n"
+    finally:
+        await client.close_session("s")

@@ -7,10 +7,13 @@ import signal
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from daemon.sandbox.errors import DaemonError, NotFound
 from daemon.sandbox.http import Router
 from daemon.sandbox.output import HeadCapture, StreamDecoder, TailBuffer, encode_bytes
+from daemon.sandbox.sessions import TerminalBuffer
 from daemon.sandbox.supervisor import child_environment, parse_signal, sanitize_environment
 from daemon.sandbox.sysinfo import CgroupReader
 
@@ -142,3 +145,28 @@ def test_sanitized_environment_drops_token_and_bundle_internals() -> None:
     sanitize_environment(environ)
     assert environ == {"PATH": "/bin", "LD_LIBRARY_PATH": "/opt/lib"}
     assert child_environment({}) is None
+
+
+@given(
+    cap=st.integers(min_value=1, max_value=4096),
+    chunks=st.lists(st.binary(max_size=8192), max_size=40),
+    collect_every=st.integers(min_value=0, max_value=5),
+)
+def test_terminal_buffer_is_bounded_and_accounts_for_every_byte(
+    cap: int, chunks: list[bytes], collect_every: int
+) -> None:
+    """Whoever writes and however rarely a command collects: at most `cap` bytes are held, and
+    what is held, collected and dropped adds up to what was written, the newest bytes kept."""
+    buffer = TerminalBuffer(cap)
+    collected = bytearray()
+    dropped = 0
+    for i, chunk in enumerate(chunks):
+        buffer.append_bounded(chunk)
+        assert len(buffer) <= cap
+        if collect_every and i % collect_every == 0:
+            dropped += buffer.take_dropped()
+            collected += buffer
+            buffer.clear()
+    written = b"".join(chunks)
+    assert len(collected) + len(buffer) + dropped + buffer.dropped == len(written)
+    assert written.endswith(bytes(buffer))

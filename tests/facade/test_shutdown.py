@@ -4,7 +4,7 @@ A ``GET ?wait=`` may be parked for up to the maximum wait (600 s); a facade told
 not sit on it (aiohttp alone would wait its shutdown timeout for the handler, then cut the
 connection). Each parked wait answers 503 ``facade_stopping`` with a Retry-After — the
 SDK's retry then reaches another replica — and the facade is gone in about a second.
-Idle keep-alive connections are closed after ``FacadeSettings.keepalive_timeout_s``.
+Idle keep-alive connections are closed after ``FacadeSettings.keepalive_s``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ IMAGE = "registry.example/tasks/demo:1"
 
 @pytest.fixture
 def facade_settings() -> FacadeSettings:
-    return FacadeSettings(port=0, client=FAST, keepalive_timeout_s=0.5)
+    return FacadeSettings(port=0, client=FAST, keepalive_s=0.5)
 
 
 def _waiters(live: LiveFacade) -> float:

@@ -154,7 +154,7 @@ async def test_retries_give_up_with_the_last_typed_error() -> None:
     assert script.count("DELETE /v1/sandboxes/sb-3") == 1
 
 
-async def test_exec_and_terminal_errors_are_never_retried() -> None:
+async def test_terminal_errors_are_never_retried_and_an_exec_only_under_its_id() -> None:
     script = Script(
         {
             "GET /v1/sandboxes/sb-1": [_ok(SANDBOX)],
@@ -168,9 +168,14 @@ async def test_exec_and_terminal_errors_are_never_retried() -> None:
         client = _client(url, lease_s=None, release_on_exit=False)
         try:
             sandbox = await client.get("sb-1")
-            with pytest.raises(DaemonUnreachable):
+            with pytest.raises(DaemonUnreachable):  # re-sent under its id, the same body
                 await sandbox.exec("true")
-            assert script.count("POST /v1/sandboxes/sb-1/exec") == 1
+            sent = [body for key, _, body in script.seen if key.endswith("/exec")]
+            assert len(sent) == FAST.attempts and len(set(sent)) == 1
+            assert json.loads(sent[0])["id"]
+            with pytest.raises(DaemonUnreachable):  # another call: another id
+                await sandbox.exec("true")
+            assert json.loads(script.seen[-1][2])["id"] != json.loads(sent[0])["id"]
             with pytest.raises(SandboxNotFound):
                 await client.get("sb-2")
             with pytest.raises(InvalidRequest) as invalid:

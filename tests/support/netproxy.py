@@ -1,7 +1,9 @@
-"""A loopback TCP proxy a test can freeze: the network partition of one client.
+"""A loopback TCP proxy a test can freeze or cut: the network partition of one client.
 
 Frozen, it keeps accepting and reading but forwards nothing, like a dropped route: requests
-through it hang until the client's own timeouts fire. TLS passes through untouched.
+through it hang until the client's own timeouts fire. Cut, every connection open at that
+moment is closed at both ends, like a broken link; new ones pass. TLS passes through
+untouched.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ class FreezableProxy:
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
         self.frozen = False
+        self.cuts = 0
         self.port = 0
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -39,6 +42,13 @@ class FreezableProxy:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+
+    def cut(self) -> None:
+        """Close every connection open now, both ends; later connections pass as before."""
+        writers, self._writers = self._writers, set()
+        for writer in writers:
+            writer.close()
+        self.cuts += 1
 
     def kubeconfig(self, original: Path, out: Path) -> Path:
         """A copy of ``original`` pointing at this proxy."""

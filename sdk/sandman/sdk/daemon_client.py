@@ -165,12 +165,15 @@ class SandboxClient:
         return await self._call("POST", "/exec", ExecResult, request)
 
     async def exec_stream(
-        self, request: ExecRequest | None = None, **fields: Any
+        self, request: ExecRequest | None = None, *, resume_from: int = 0, **fields: Any
     ) -> AsyncGenerator[ExecEvent, None]:
+        """The events of a streamed exec; ``resume_from=N`` re-attaches to a kept one (same
+        request, same ``id``) after the first N output events."""
         request = request or _exec_request(fields)
         async with self._session.post(
             self._api + "/exec/stream",
             data=msgspec.json.encode(request),
+            params={"resume_from": str(resume_from)} if resume_from else None,
             headers=self._headers,
         ) as response:
             if response.status != 200:

@@ -14,9 +14,11 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+import aiohttp
 import anyio
 
 from sandman.sdk.daemon_client import SandboxClient
@@ -42,6 +44,7 @@ from .tools import (
     AsyncSession,
     ToolCalls,
     command_fields,
+    new_exec_id,
     open_session,
 )
 from .transport import Transport
@@ -88,7 +91,7 @@ class AsyncSandbox:
             prefix=f"/v1/sandboxes/{view.id}",
             errors=error_for,
         )
-        self._calls = ToolCalls(client, view.id, transport.timeouts)
+        self._calls = ToolCalls(client, view.id, transport.timeouts, transport.retry_delay)
         self.files = AsyncFiles(self._calls)
         self.processes = AsyncProcesses(self._calls)
 
@@ -177,15 +180,19 @@ class AsyncSandbox:
         timeout_s: float = 60.0,
         stdin: str | bytes | None = None,
         max_output_bytes: int | None = None,
+        exec_id: str | None = None,
     ) -> CommandResult:
         """Run a command to completion: a string runs under ``/bin/sh -c``, a list as argv.
 
         A command that times out is killed (its whole process group) and reported with
-        ``timed_out=True``; that is a result, not an exception. Never retried.
+        ``timed_out=True``; that is a result, not an exception. The call carries an id
+        (``exec_id``, else one drawn here): if the connection breaks, the same request is
+        sent again and the daemon answers the one run's result, so the command runs once.
         """
         fields = _exec_fields(command, cwd, env, timeout_s, stdin, max_output_bytes)
-        with self._calls.guard("exec", timeout_s):
-            result = await self._calls.client.exec(**fields)
+        fields["id"] = exec_id or new_exec_id()
+        client = self._calls.client
+        result = await self._calls.reattaching("exec", lambda: client.exec(**fields), timeout_s)
         return CommandResult.from_wire(result)
 
     async def exec_stream(
@@ -196,13 +203,38 @@ class AsyncSandbox:
         env: dict[str, str] | None = None,
         timeout_s: float = 60.0,
         stdin: str | bytes | None = None,
+        exec_id: str | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Output chunks as the command produces them, then one ``exit`` event with the result.
 
-        Stop iterating (or cancel) and the connection closes; the daemon then kills the command.
+        If the connection breaks, the stream is resumed under the exec's id after the output
+        events already received: nothing is repeated or missing, and the command runs once.
+        Stop iterating (or cancel) and the SDK tells the daemon to kill the command.
         """
         fields = _exec_fields(command, cwd, env, timeout_s, stdin, None)
-        events = self._calls.client.exec_stream(**fields)
+        fields["id"] = exec_id or new_exec_id()
+        progress = _StreamProgress()
+        try:
+            while True:
+                try:
+                    async for event in self._stream_once(fields, timeout_s, progress):
+                        yield event
+                    return
+                except SandmanError as e:
+                    progress.attempts += 1
+                    delay = self._calls.reattach_delay(progress.attempts, e)
+                    if delay is None:
+                        raise
+                    log.info("exec stream on %s: %s; resuming in %.2f s", self.id, e, delay)
+                    await anyio.sleep(delay)
+        finally:
+            if progress.started and not progress.ended:  # ours runs (not a refused call's)
+                await self._kill_quietly(fields["id"])
+
+    async def _stream_once(
+        self, fields: dict[str, Any], timeout_s: float, progress: _StreamProgress
+    ) -> AsyncIterator[StreamEvent]:
+        events = self._calls.client.exec_stream(resume_from=progress.outputs, **fields)
         async with contextlib.aclosing(events):
             while True:
                 with self._calls.guard("exec stream", timeout_s):
@@ -210,7 +242,25 @@ class AsyncSandbox:
                         event = await events.__anext__()
                     except StopAsyncIteration:
                         return
+                if event.event == "start":
+                    if progress.started:
+                        continue  # a resumed stream's own start
+                    progress.started = True
+                elif event.event == "exit":
+                    progress.ended = True
+                else:
+                    progress.outputs += 1
                 yield StreamEvent.from_wire(event)
+
+    async def _kill_quietly(self, exec_id: str) -> None:
+        """A stream left before its end: kill its command now, not after the daemon's grace
+        for a re-attach (best effort, bounded, never raising over the caller's exception)."""
+        bound = self._transport.timeouts.release_s
+        with anyio.CancelScope(shield=True), anyio.move_on_after(bound):
+            try:
+                await self._calls.client.signal_exec(exec_id, "SIGKILL")
+            except (SandmanError, aiohttp.ClientError) as e:
+                log.debug("could not stop exec %s on %s: %s", exec_id, self.id, e)
 
     async def session(
         self,
@@ -227,6 +277,16 @@ class AsyncSandbox:
         """The daemon's view: uptime, idle time, cgroup limits and usage."""
         with self._calls.guard("info"):
             return await self._calls.client.info()
+
+
+@dataclass(slots=True)
+class _StreamProgress:
+    """What a (resumable) exec stream has delivered so far."""
+
+    started: bool = False
+    outputs: int = 0
+    ended: bool = False
+    attempts: int = 0
 
 
 def _exec_fields(

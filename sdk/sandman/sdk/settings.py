@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 from sandman.wire.backoff import Backoff, RandomSource
+from sandman.wire.keepalive import POOLED_IDLE_S
 
 __all__ = ["Limits", "RetryPolicy", "Timeouts", "resolve_token", "resolve_url"]
 
@@ -37,7 +38,8 @@ class Timeouts:
 class Limits:
     #: Connections to the facade at once (waits of ``create_many`` hold one each).
     max_connections: int = 256
-    keepalive_s: float = 30.0
+    #: Idle pooled connections are closed after this, before the facade would close them.
+    keepalive_s: float = POOLED_IDLE_S
     #: Sandboxes of one ``create_many`` waited on at once.
     wait_concurrency: int = 256
 

@@ -266,6 +266,7 @@ class Sandbox(_Bound):
         timeout_s: float = 60.0,
         stdin: str | bytes | None = None,
         max_output_bytes: int | None = None,
+        exec_id: str | None = None,
     ) -> CommandResult:
         return self._call(
             self.async_sandbox.exec,
@@ -275,6 +276,7 @@ class Sandbox(_Bound):
             timeout_s=timeout_s,
             stdin=stdin,
             max_output_bytes=max_output_bytes,
+            exec_id=exec_id,
         )
 
     @_twin_of(AsyncSandbox.exec_stream)
@@ -286,9 +288,10 @@ class Sandbox(_Bound):
         env: dict[str, str] | None = None,
         timeout_s: float = 60.0,
         stdin: str | bytes | None = None,
+        exec_id: str | None = None,
     ) -> Iterator[StreamEvent]:
         stream = self.async_sandbox.exec_stream(
-            command, cwd=cwd, env=env, timeout_s=timeout_s, stdin=stdin
+            command, cwd=cwd, env=env, timeout_s=timeout_s, stdin=stdin, exec_id=exec_id
         )
         return self._iterate(stream)
 

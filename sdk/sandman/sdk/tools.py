@@ -6,7 +6,10 @@ of the API for the daemon's tests, the demo and the SDK). What this layer adds: 
 exceptions, a deadline per call (a command's own timeout plus slack), and trainer-shaped
 helpers (text, directory upload/download as tar streams built off the event loop).
 
-Tool calls are never retried: they are not idempotent.
+Tool calls are not idempotent, so they are not retried, with one exception that makes them
+safe: an exec carries an id (the SDK draws one), and on a broken connection the very same
+request is sent again (``ToolCalls.reattaching``). The daemon keeps the exec under that id and
+re-attaches the retry to the one run: the command never runs twice (docs/daemon-api.md).
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ import builtins
 import contextlib
 import io
 import logging
+import secrets
 import tarfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import anyio
@@ -37,20 +41,64 @@ __all__ = [
     "AsyncProcesses",
     "AsyncSession",
     "ToolCalls",
+    "broken_connection",
     "command_fields",
+    "new_exec_id",
     "open_session",
 ]
 
 log = logging.getLogger("sandman.sdk")
+T = TypeVar("T")
+RetryDelay = Callable[[int, SandmanError], float | None]
+"""(failed attempt number, its error) -> seconds to wait before the next, or None: give up."""
+
+
+def new_exec_id() -> str:
+    """An exec id no other call will draw (the daemon's ``Name`` pattern)."""
+    return f"t-{secrets.token_hex(12)}"
+
+
+def broken_connection(error: SandmanError) -> bool:
+    """No answer came back on one hop or the other: the command may or may not have run."""
+    return error.reason in ("connection_failed", "daemon_unreachable")
 
 
 class ToolCalls:
     """The daemon client of one sandbox plus the SDK's deadline and error translation."""
 
-    def __init__(self, client: SandboxClient, sandbox_id: str, timeouts: Timeouts) -> None:
+    def __init__(
+        self,
+        client: SandboxClient,
+        sandbox_id: str,
+        timeouts: Timeouts,
+        retry_delay: RetryDelay | None = None,
+    ) -> None:
         self.client = client
         self.sandbox_id = sandbox_id
         self.timeouts = timeouts
+        self._retry_delay = retry_delay or (lambda attempt, error: None)
+
+    def reattach_delay(self, attempt: int, error: SandmanError) -> float | None:
+        """Seconds before sending an exec again under its id, None to raise ``error``: only
+        a broken connection is retried (an answer, even an error, is the call's outcome)."""
+        return self._retry_delay(attempt, error) if broken_connection(error) else None
+
+    async def reattaching(
+        self, what: str, call: Callable[[], Awaitable[T]], command_timeout_s: float
+    ) -> T:
+        """``call`` (an exec under a fixed id), sent again after a broken connection."""
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with self.guard(what, command_timeout_s):
+                    return await call()
+            except SandmanError as e:
+                delay = self.reattach_delay(attempt, e)
+                if delay is None:
+                    raise
+                log.info("%s on %s: %s; re-attaching in %.2f s", what, self.sandbox_id, e, delay)
+                await anyio.sleep(delay)
 
     @contextlib.contextmanager
     def guard(self, what: str, command_timeout_s: float | None = None) -> Iterator[None]:

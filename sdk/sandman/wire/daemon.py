@@ -6,7 +6,10 @@ so a typo in a trainer's call is a 400, not a silently ignored option.
 
 Bytes that may not be UTF-8 (process output, stdin) travel as ``Blob``: ``encoding`` is
 ``"utf-8"`` when the bytes are valid UTF-8 (``data`` is then the text itself) and ``"base64"``
-otherwise. Output is never lossy-decoded.
+otherwise. Output is never lossy-decoded. File names follow the same rule: a Linux name is
+bytes, so an answer carrying a name that is not valid UTF-8 says ``name_encoding`` /
+``path_encoding: "base64"`` and carries the base64 of the bytes (a ``MoveRequest`` may do the
+same with ``encoding``; in queries, paths are percent-encoded bytes).
 """
 
 from __future__ import annotations
@@ -70,7 +73,11 @@ class Output(Struct, frozen=True, kw_only=True):
 
 
 class ExecRequest(_Request, frozen=True):
-    """Run one command to completion. Exactly one of ``argv`` and ``command`` is given."""
+    """Run one command to completion. Exactly one of ``argv`` and ``command`` is given.
+
+    ``id`` names the call: while it runs and for a while after, the same request under the
+    same id re-attaches to its one run instead of running again (a stream resumes with
+    ``?resume_from=N``); another request under it is a 409 ``exec_id_reused``."""
 
     argv: list[str] | None = None
     command: str | None = None
@@ -202,6 +209,8 @@ class FileStat(Struct, frozen=True, kw_only=True):
     uid: int
     gid: int
     link_target: str | None = None
+    path_encoding: Encoding = "utf-8"
+    """``base64``: ``path`` and ``link_target`` are the base64 of names that are not UTF-8."""
 
 
 class DirEntry(Struct, frozen=True, kw_only=True):
@@ -210,18 +219,23 @@ class DirEntry(Struct, frozen=True, kw_only=True):
     size: int
     mode: int
     mtime: float
+    name_encoding: Encoding = "utf-8"
+    """``base64``: ``name`` is the base64 of a name that is not UTF-8."""
 
 
 class DirListing(Struct, frozen=True, kw_only=True):
     path: str
     entries: list[DirEntry]
     truncated: bool
+    path_encoding: Encoding = "utf-8"
 
 
 class MoveRequest(_Request, frozen=True):
     source: str
     destination: str
     overwrite: bool = False
+    encoding: Encoding = "utf-8"
+    """``base64``: ``source`` and ``destination`` are the base64 of the paths' bytes."""
 
 
 class ResourceLimits(Struct, frozen=True, kw_only=True):

@@ -1,0 +1,82 @@
+"""What a client may ask the daemon to run, checked before anything is spawned.
+
+``execve`` takes C strings: a NUL byte cannot be part of an argument, a variable or a
+directory name, and ``=`` cannot be part of a variable's name. Python raises ``ValueError``
+(not ``OSError``) for those deep inside ``subprocess``, where the daemon once turned them
+into 500s, into a 200 head followed by a broken body for streamed execs, and, for sessions,
+into a leaked pseudo-terminal. Every spawning operation (exec, streamed exec, background
+process, session) therefore validates its request here first, so a bad request is a 400
+with a reason and nothing has been started, opened or sent when it is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Mapping
+
+from sandman.wire.daemon import Blob
+
+from .errors import BadRequest
+
+__all__ = ["check_cwd", "check_env", "check_shell", "decode_blob", "resolve_argv"]
+
+
+def _c_string(value: str) -> bool:
+    """True if ``value`` can be handed to the kernel: no NUL, encodable as a file name."""
+    if "\0" in value:
+        return False
+    try:
+        os.fsencode(value)
+    except UnicodeEncodeError:  # a lone surrogate that is not an escaped byte
+        return False
+    return True
+
+
+def check_env(env: Mapping[str, str]) -> None:
+    for key, value in env.items():
+        if not key or "=" in key or not _c_string(key):
+            raise BadRequest(
+                f"environment variable name {key!r} is empty or holds '=' or NUL",
+                reason="invalid_env",
+            )
+        if not _c_string(value):
+            raise BadRequest(f"NUL byte in the value of {key!r}", reason="invalid_env")
+
+
+def check_cwd(cwd: str | None) -> None:
+    if cwd is not None and (not cwd or not _c_string(cwd)):
+        raise BadRequest("'cwd' is empty or holds a NUL byte", reason="invalid_cwd")
+
+
+def check_shell(shell: str | None) -> None:
+    if shell is not None and (not shell or not _c_string(shell)):
+        raise BadRequest("'shell' is empty or holds a NUL byte", reason="invalid_shell")
+
+
+def resolve_argv(argv: list[str] | None, command: str | None, shell: str) -> list[str]:
+    """The argv to spawn: ``argv`` itself or ``[shell, "-c", command]``."""
+    if (argv is None) == (command is None):
+        raise BadRequest("give exactly one of 'argv' and 'command'", reason="invalid_command")
+    if argv is not None:
+        if not argv or not argv[0]:
+            raise BadRequest("'argv' must name a program", reason="invalid_command")
+        if not all(_c_string(a) for a in argv):
+            raise BadRequest("NUL byte in 'argv'", reason="invalid_command")
+        return argv
+    assert command is not None
+    if not _c_string(command):
+        raise BadRequest("NUL byte in 'command'", reason="invalid_command")
+    check_shell(shell)
+    return [shell, "-c", command]
+
+
+def decode_blob(blob: Blob | None) -> bytes | None:
+    if blob is None:
+        return None
+    if blob.encoding == "utf-8":
+        return blob.data.encode()
+    try:
+        return base64.b64decode(blob.data, validate=True)
+    except ValueError as exc:  # binascii.Error, or text that is not even ASCII
+        raise BadRequest(f"stdin is not valid base64: {exc}", reason="invalid_base64") from exc
