@@ -133,9 +133,12 @@ class ClusterModel:
             self.prepared_version += 1
 
     def set_prepared_images(self, node: str, images: Iterable[str]) -> None:
-        """Images the node agent reports as pulled and ready on ``node``."""
-        self.prepared[node] = frozenset(self.decoder.image(i) for i in images)
-        self.prepared_version += 1
+        """Images the node agent reports as pulled and ready on ``node`` (an unchanged set
+        costs nothing: the image index is rebuilt only when a set changes)."""
+        fresh = frozenset(self.decoder.image(i) for i in images)
+        if self.prepared.get(node) != fresh:
+            self.prepared[node] = fresh
+            self.prepared_version += 1
 
     def images_on(self, node: NodeInfo) -> Collection[str]:
         """Images present (node.status.images) or prepared (node agent) on ``node``."""

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 from daemon.node.agent import NodeAgent
 from daemon.node.cri import ImageClient
@@ -48,7 +49,7 @@ class AgentProcess:
         async with await LightClient.connect(client_settings, kubeconfig=s.kubeconfig) as client:
             images = ImageClient(s.cri_socket)
             self.agent = NodeAgent(s, client, images, self.metrics)
-            server = await serve_health(s.health_host, s.health_port, self)
+            server = await serve_health(s.health_host, s.health_port, self.healthy, self.metrics)
             host, port = server.sockets[0].getsockname()[:2]
             self.health_url = f"http://{host}:{port}"
             log.info("node agent for %s: /healthz and /metrics on %s", s.node_name, self.health_url)
@@ -60,17 +61,21 @@ class AgentProcess:
                 await images.close()
 
 
-async def serve_health(host: str, port: int, process: AgentProcess) -> asyncio.Server:
+async def serve_health(
+    host: str, port: int, healthy: Callable[[], tuple[bool, str]], metrics: AgentMetrics
+) -> asyncio.Server:
+    """``/healthz`` from ``healthy()`` and ``/metrics`` from ``metrics`` on ``host:port``."""
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             async with asyncio.timeout(5):
                 head = await reader.readuntil(b"\r\n\r\n")
             path = head.split(b" ", 2)[1].split(b"?", 1)[0] if head.count(b" ") >= 2 else b""
             if path == b"/healthz":
-                ok, text = process.healthy()
+                ok, text = healthy()
                 status, body, ctype = (200 if ok else 503), text.encode(), "text/plain"
             elif path == b"/metrics":
-                status, body, ctype = 200, process.metrics.render(), "text/plain; version=0.0.4"
+                status, body, ctype = 200, metrics.render(), "text/plain; version=0.0.4"
             else:
                 status, body, ctype = 404, b"not found", "text/plain"
             phrase = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}[status]
