@@ -67,10 +67,14 @@ class Scheduler:
 
         With ``reserve=False`` the plan is a dry run and the model is left unchanged.
         """
+        if not reserve:  # a dry run leaves no expected pulls behind either
+            incoming = {node: dict(images) for node, images in self.model.incoming.items()}
+            by_image = {image: set(nodes) for image, nodes in self.model.incoming_nodes.items()}
         result = plan_batch(self.model, self.settings, pending, now, self._table)
         if not reserve:
             for assignment in result.assignments:
                 self.model.forget(assignment.uid)
+            self.model.incoming, self.model.incoming_nodes = incoming, by_image
         return result
 
     def finish_binding(self, uids: Iterable[str], now: float) -> int:

@@ -126,6 +126,8 @@ class Placer:
         self.nodes, self.limits, self.ranks = table.refresh(
             model.nodes, model.node_set_version, model.node_version
         )
+        self.now = now
+        self.position = {node.name: i for i, node in enumerate(self.nodes)}
         self.assignments: list[Assignment] = []
         self.unschedulable: list[Unschedulable] = []
         self.deferred: list[str] = []
@@ -190,10 +192,18 @@ class Placer:
             return {}
         index = self.table.image_index(self.nodes, self.model)
         holders = {i for image in shape.images for i in index.get(image, ()) if i in cands}
+        incoming, position = self.model.incoming_nodes, self.position
+        for image in shape.images:  # nodes already pulling it for earlier pods
+            holders.update(
+                i for n in incoming.get(image, ()) if (i := position.get(n, -1)) in cands
+            )
         if len(shape.images) == 1:
             return dict.fromkeys(holders, weight * 100.0)
-        images_on = self.model.images_on
-        return {i: weight * image_locality(shape, images_on(cands[i].node)) for i in holders}
+        return {i: weight * image_locality(shape, self._images(cands[i].node)) for i in holders}
+
+    def _images(self, node: NodeInfo) -> set[str]:
+        """Images on ``node``: present, prepared, or being pulled for pods placed there."""
+        return {*self.model.images_on(node), *self.model.incoming.get(node.name, ())}
 
     # -- ranking -------------------------------------------------------------------------
     def key(self, c: _Candidate, req: Resources, bonus: float) -> Key:
@@ -202,8 +212,16 @@ class Placer:
         pack = most_allocated(c.node.allocatable, u.cpu + req.cpu, u.memory + req.memory)
         score = c.static + bonus + self.settings.weights.packing * pack
         if cap is None or u.starting < cap:
-            return (0, -score, c.rank, c.idx)
+            return (0, self._pull_tier(c, bonus), -score, c.rank, c.idx)
         return (1, u.starting, -score, c.rank, c.idx)
+
+    def _pull_tier(self, c: _Candidate, bonus: float) -> int:
+        """1 when a pod placed here would queue behind the node's pulls (its image is not
+        there, and the node already pulls ``pull_slots_per_node`` images), else 0."""
+        slots = self.settings.pull_slots_per_node
+        if slots is None or bonus > 0:
+            return 0
+        return int(self.model.pulls_pending(c.node.name) >= slots)
 
     @staticmethod
     def _top(heap: _NodeHeap, cands: dict[int, _Candidate]) -> Key | None:
@@ -328,6 +346,13 @@ class Placer:
         name = c.node.name
         # The planner excluded placed, reserved and repeated uids: no need to check again.
         self.model.reserve_many([p.uid for p in pods], name, req, self.deadline, check=False)
+        images = pods[0].shape.images if pods else ()
+        if images and self.settings.incoming_ttl_s > 0:
+            on_node = self.model.images_on(c.node)
+            until = self.now + self.settings.incoming_ttl_s
+            for image in images:
+                if image not in on_node:
+                    self.model.note_incoming(name, image, until)
         self.assignments.extend(Assignment(p.uid, name, p.namespace, p.name) for p in pods)
 
     # -- explaining ------------------------------------------------------------------------

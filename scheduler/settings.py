@@ -61,6 +61,15 @@ class SchedulerSettings:
     #: at 20 (BENCHMARKS.md, "The reference burst"). None disables burst awareness (pure
     #: packing).
     max_starting_per_node: int | None = 5
+    #: Image pulls a node runs at once (the kubelet's maxParallelImagePulls; containerd
+    #: unpacks are disk- and CPU-bound). A node with this many pulls expected from recent
+    #: plans ranks below nodes with fewer for pods whose image it would have to pull too, so
+    #: a burst of unprepared images pulls on many nodes at once instead of queueing behind
+    #: one node's pulls. None: pull queues are not considered.
+    pull_slots_per_node: int | None = 2
+    #: Seconds a placed pod's image counts as being pulled on its node (~ one cold pull):
+    #: later pods of the image prefer that node and share the pull.
+    incoming_ttl_s: float = 60.0
     #: When every feasible node's start queue is full, hold the rest of the batch back
     #: (``Plan.deferred``) instead of spreading it evenly over the queues.
     defer_over_cap: bool = False
@@ -83,5 +92,9 @@ class SchedulerSettings:
     def __post_init__(self) -> None:
         if self.max_starting_per_node is not None and self.max_starting_per_node < 1:
             raise ValueError("max_starting_per_node must be >= 1 or None")
+        if self.pull_slots_per_node is not None and self.pull_slots_per_node < 1:
+            raise ValueError("pull_slots_per_node must be >= 1 or None")
+        if self.incoming_ttl_s < 0:
+            raise ValueError("incoming_ttl_s must be >= 0")
         if self.assume_ttl_s <= 0 or self.bind_timeout_s <= 0:
             raise ValueError("assume_ttl_s and bind_timeout_s must be > 0")
