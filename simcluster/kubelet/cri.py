@@ -44,6 +44,9 @@ class ImageService(api_pb2_grpc.ImageServiceServicer):
         self.node = node
         self.images = images
         self.calls: dict[str, int] = {}
+        #: PullImage calls under way on this node, and the most at once (tests read them).
+        self.pulls_in_flight = 0
+        self.peak_pulls_in_flight = 0
 
     def _count(self, method: str) -> None:
         self.calls[method] = self.calls.get(method, 0) + 1
@@ -80,10 +83,14 @@ class ImageService(api_pb2_grpc.ImageServiceServicer):
         ref = request.image.image
         if not ref:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "ImageSpec.image is empty")
+        self.pulls_in_flight += 1
+        self.peak_pulls_in_flight = max(self.peak_pulls_in_flight, self.pulls_in_flight)
         try:
             key = await self.images.pull(ref)
         except PullFailure as e:
             await context.abort(grpc.StatusCode.UNKNOWN, e.message)
+        finally:
+            self.pulls_in_flight -= 1
         return api_pb2.PullImageResponse(image_ref=self.images.image_id(key))
 
     async def RemoveImage(self, request: Any, context: Any) -> Any:
