@@ -126,7 +126,7 @@ class Controller:
                     if s.freeze_after_sync:
                         tg.create_task(self._freeze_after_sync())
                     if self.preparer is not None:
-                        tg.create_task(self.preparer.run_informers())
+                        tasks.append(tg.create_task(self.preparer.run_informers()))
                     await self._stopping.wait()
                     await asyncio.wait(
                         [tasks[2]], timeout=s.election.renew_deadline_s if s.election else 1

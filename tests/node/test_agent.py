@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -15,8 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from daemon.node.bundle import bundle_digest
 from kube.light import LightClient
 from kube.preparation import (
+    ANNOTATION_BUNDLE,
     ANNOTATION_FAILED,
     ANNOTATION_PREPARE,
     ANNOTATION_READY,
@@ -219,3 +222,22 @@ async def test_the_agent_stays_under_50_mib_and_loads_no_heavy_client(
         subprocess.run, [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+async def test_the_agent_keeps_the_bundle_and_publishes_its_digest(
+    cluster: EmbeddedCluster, api: LightClient, tmp_path: Path
+) -> None:
+    source = tmp_path / "bundle"
+    (source / "_internal").mkdir(parents=True)
+    (source / "sandman-daemon").write_text("daemon")
+    root = tmp_path / "hostpath"
+    flags = ("--bundle-source", str(source), "--bundle-root", str(root))
+    with run_agent(cluster, "node-0", *flags, workdir=tmp_path) as agent:
+
+        async def digest() -> str | None:
+            obj = await api.get(LEASES, agent.lease, AGENT_NS)
+            return (obj["metadata"].get("annotations") or {}).get(ANNOTATION_BUNDLE)
+
+        published = await wait_until_async(digest, retry=(Exception,), timeout_s=20)
+        assert published == bundle_digest(source) == os.readlink(root / "current")
+        assert (root / "current" / "sandman-daemon").read_text() == "daemon"
