@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from devstack.stack import SANDMAN_NAMESPACE, Stack, StackSettings
 from kube import ClientSettings, KubeClient
 from kube.contract import LABEL_OWNER
@@ -95,6 +97,9 @@ class ModeResult:
     peak_pulls_of_one_image: float  # over the whole run (preparation included)
     prepare_s: float = math.nan
     prepare_pulls: float = 0.0
+    #: The node agents' process (one core per node): RSS at the end, CPU over the run.
+    agents_rss_mib: float = math.nan
+    agents_cpu_s: float = math.nan
     notes: list[str] = field(default_factory=list)
 
 
@@ -238,6 +243,7 @@ async def run_mode(s: ImageMixSettings, mode: str, say: Any) -> ModeResult:
             say(f"{mode}: firing {s.sandboxes:,} sandboxes of {s.images} images")
             recorder = await _burst(s, stack, admin, owner)
             text = await metrics.text()
+            rss, cpu = _process_figures(stack, "agents")
     after = _pulls(text)
     burst_pulls = {i: after.get(i, 0.0) - at_burst.get(i, 0.0) for i in after}
     pulled = [v for v in burst_pulls.values() if v > 0]
@@ -263,7 +269,22 @@ async def run_mode(s: ImageMixSettings, mode: str, say: Any) -> ModeResult:
         peak_pulls_of_one_image=_peak(text),
         prepare_s=prepare_s,
         prepare_pulls=sum(at_burst.get(i, 0.0) - pulls_before.get(i, 0.0) for i in at_burst),
+        agents_rss_mib=rss,
+        agents_cpu_s=cpu,
     )
+
+
+def _process_figures(stack: Stack, name: str) -> tuple[float, float]:
+    """RSS (MiB) now and CPU seconds so far of one of the stack's processes."""
+    proc = stack.processes.get(name)
+    if proc is None:
+        return math.nan, math.nan
+    try:
+        p = psutil.Process(proc.pid)
+        times = p.cpu_times()
+        return p.memory_info().rss / 2**20, times.user + times.system
+    except psutil.Error:
+        return math.nan, math.nan
 
 
 async def run_series(s: ImageMixSettings, say: Any) -> list[ModeResult]:
@@ -285,8 +306,8 @@ def report(s: ImageMixSettings, results: list[ModeResult]) -> str:
         "",
         "| mode | all Ready (s) | vs preloaded | lower bound (s) | efficiency | requested→Ready "
         "p50 / p90 / p99 / max (s) | pulls per image (burst) | peak pulls of one image | "
-        "preparation (s, pulls) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "preparation (s, pulls) | agents: RSS (MiB), CPU (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         prep = "—" if math.isnan(r.prepare_s) else f"{r.prepare_s:.1f} s, {r.prepare_pulls:.0f}"
@@ -295,7 +316,8 @@ def report(s: ImageMixSettings, results: list[ModeResult]) -> str:
             f"{r.lower_bound_s:.1f} ({r.bound_by}) | "
             f"{an.efficiency(r.lower_bound_s, r.all_ready_s):.2f} | "
             f"{r.p50_s:.1f} / {r.p90_s:.1f} / {r.p99_s:.1f} / {r.max_s:.1f} | "
-            f"{r.pulls_per_image:.2f} | {r.peak_pulls_of_one_image:.0f} | {prep} |"
+            f"{r.pulls_per_image:.2f} | {r.peak_pulls_of_one_image:.0f} | {prep} | "
+            f"{r.agents_rss_mib:.0f}, {r.agents_cpu_s:.0f} |"
         )
     return "\n".join(lines) + "\n"
 
