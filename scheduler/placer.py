@@ -201,14 +201,35 @@ class Placer:
             return dict.fromkeys(holders, weight * 100.0)
         return {i: weight * image_locality(shape, self._images(cands[i].node)) for i in holders}
 
+    def _joining(self, shape: PodShape, cands: dict[int, _Candidate]) -> set[int]:
+        """Nodes pulling every image of the class for earlier pods, none of them present:
+        a pod placed there joins the pull under way (it starts with the others once the pull
+        ends) instead of starting a new one elsewhere."""
+        if not shape.images or self.settings.pull_join_cap is None:
+            return set()
+        incoming, position = self.model.incoming, self.position
+        out = set()
+        for name in self.model.incoming_nodes.get(shape.images[0], ()):
+            i = position.get(name, -1)
+            if i in cands and all(img in incoming.get(name, ()) for img in shape.images):
+                out.add(i)
+        return out
+
+    def _limit(self, joining: bool) -> int | None:
+        """The start-queue cap of a node; higher for pods joining a pull under way there."""
+        cap, join = self.settings.max_starting_per_node, self.settings.pull_join_cap
+        if cap is None or not joining or join is None:
+            return cap
+        return max(cap, join)
+
     def _images(self, node: NodeInfo) -> set[str]:
         """Images on ``node``: present, prepared, or being pulled for pods placed there."""
         return {*self.model.images_on(node), *self.model.incoming.get(node.name, ())}
 
     # -- ranking -------------------------------------------------------------------------
-    def key(self, c: _Candidate, req: Resources, bonus: float) -> Key:
+    def key(self, c: _Candidate, req: Resources, bonus: float, joining: bool = False) -> Key:
         """Heap key: tier 0 (start queue below the cap) by score, tier 1 by queue length."""
-        u, cap = c.usage, self.settings.max_starting_per_node
+        u, cap = c.usage, self._limit(joining)
         pack = most_allocated(c.node.allocatable, u.cpu + req.cpu, u.memory + req.memory)
         score = c.static + bonus + self.settings.weights.packing * pack
         if cap is None or u.starting < cap:
@@ -275,8 +296,11 @@ class Placer:
         """Place one class on nodes below the start cap; returns the pods left and whether
         they are left because every start queue is full (rather than every node)."""
         bonus = self._image_bonus(shape, cands)
-        local = _NodeHeap([self.key(cands[i], req, b) for i, b in bonus.items() if cands[i].slots])
-        cap, pos, total = self.settings.max_starting_per_node, 0, len(pods)
+        joining = self._joining(shape, cands)
+        local = _NodeHeap(
+            [self.key(cands[i], req, b, i in joining) for i, b in bonus.items() if cands[i].slots]
+        )
+        pos, total = 0, len(pods)
         while pos < total:
             s_top, l_top = self._top(shared, cands), self._top(local, cands)
             use_local = l_top is not None and (s_top is None or l_top < s_top)
@@ -284,6 +308,7 @@ class Placer:
             if top is None or top[0] == 1:
                 return pods[pos:], top is not None
             c = cands[int(top[-1])]
+            cap = self._limit(use_local and c.idx in joining)
             run = c.slots if cap is None else min(c.slots, cap - c.usage.starting)
             run = min(run, total - pos)
             self._assign(c, pods[pos : pos + run], req)
@@ -291,11 +316,17 @@ class Placer:
             c.slots -= run
             heap, other = (local, shared) if use_local else (shared, local)
             if c.slots > 0:
-                heap.replace_top(self.key(c, req, bonus.get(c.idx, 0.0) if use_local else 0.0))
+                join = c.idx in joining
+                if use_local:
+                    heap.replace_top(self.key(c, req, bonus.get(c.idx, 0.0), join))
+                else:
+                    heap.replace_top(self.key(c, req, 0.0))
                 # The node's entry in the other heap is now too pessimistic (packing rises as
                 # a node fills): push a fresh one; the old one is dropped when it surfaces.
-                if use_local or c.idx in bonus:
-                    other.push(self.key(c, req, 0.0 if use_local else bonus[c.idx]))
+                if use_local:
+                    other.push(self.key(c, req, 0.0))
+                elif c.idx in bonus:
+                    other.push(self.key(c, req, bonus[c.idx], join))
             else:
                 heap.pop_top()
         return [], False

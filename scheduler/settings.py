@@ -67,9 +67,13 @@ class SchedulerSettings:
     #: a burst of unprepared images pulls on many nodes at once instead of queueing behind
     #: one node's pulls. None: pull queues are not considered.
     pull_slots_per_node: int | None = 2
-    #: Seconds a placed pod's image counts as being pulled on its node (~ one cold pull):
-    #: later pods of the image prefer that node and share the pull.
-    incoming_ttl_s: float = 60.0
+    #: Pods a node may have starting while it pulls their image for earlier pods: they all
+    #: start when the pull ends (16 at 4.5/s is ~3.6 s), where each pod sent elsewhere
+    #: would start another ~20 s pull. None: the start-queue cap applies to them too.
+    pull_join_cap: int | None = 16
+    #: Seconds a placed pod's image counts as being pulled on its node (a cold pull, and a
+    #: queue of them): later pods of the image prefer that node and share the pull.
+    incoming_ttl_s: float = 120.0
     #: When every feasible node's start queue is full, hold the rest of the batch back
     #: (``Plan.deferred``) instead of spreading it evenly over the queues.
     defer_over_cap: bool = False
@@ -94,6 +98,8 @@ class SchedulerSettings:
             raise ValueError("max_starting_per_node must be >= 1 or None")
         if self.pull_slots_per_node is not None and self.pull_slots_per_node < 1:
             raise ValueError("pull_slots_per_node must be >= 1 or None")
+        if self.pull_join_cap is not None and self.pull_join_cap < 1:
+            raise ValueError("pull_join_cap must be >= 1 or None")
         if self.incoming_ttl_s < 0:
             raise ValueError("incoming_ttl_s must be >= 0")
         if self.assume_ttl_s <= 0 or self.bind_timeout_s <= 0:

@@ -136,7 +136,10 @@ class NodeAgent:
 
     def _sleep_for(self) -> float:
         now = self._clock()
-        waits = [self.settings.reconcile_interval_s, self.publisher.due_in()]
+        # +-20% jitter: agents started together (a DaemonSet rollout, a simulated cluster)
+        # do not list their runtimes, or renew their Leases, in lockstep.
+        interval = self.settings.reconcile_interval_s * self._rng.uniform(0.8, 1.2)
+        waits = [interval, self.publisher.due_in()]
         waits += [at - now for img, at in self._retry_at.items() if img in self.plan]
         release = self.settings.release_after_s
         waits += [since + release - now for since in self._unplanned_since.values()]

@@ -249,7 +249,9 @@ async def run_mode(s: ImageMixSettings, mode: str, say: Any) -> ModeResult:
     pulled = [v for v in burst_pulls.values() if v > 0]
     rows = [r for r in recorder.sandboxes.values() if r.requested is not None]
     waits = [r.ready - r.requested for r in rows if r.ready is not None and r.requested is not None]
-    ready = [r.ready for r in rows if r.ready is not None]
+    # Every pod of the run counts for "all Ready" (a batch whose response was lost under load
+    # still created its pods); the percentiles need the request's stamp.
+    ready = sorted(r.ready for r in recorder.sandboxes.values() if r.ready is not None)
     last_request = max((r.requested for r in rows if r.requested is not None), default=0.0)
     bound, which = _lower_bound(s, mode, last_request)
     pct = an.percentile
@@ -257,7 +259,7 @@ async def run_mode(s: ImageMixSettings, mode: str, say: Any) -> ModeResult:
         mode=mode,
         sandboxes=s.sandboxes,
         ready=len(ready),
-        all_ready_s=max(ready) if len(ready) >= s.sandboxes else math.nan,
+        all_ready_s=ready[s.sandboxes - 1] if len(ready) >= s.sandboxes else math.nan,
         p50_s=pct(waits, 50) if waits else math.nan,
         p90_s=pct(waits, 90) if waits else math.nan,
         p99_s=pct(waits, 99) if waits else math.nan,
@@ -336,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-pulls-per-image", type=int, default=d.max_pulls_per_image)
     a = p.parse_args(argv)
     s = ImageMixSettings(
-        out=Path(a.out), images=a.images, per_image=a.per_image, window_s=a.window,
+        out=Path(a.out).resolve(), images=a.images, per_image=a.per_image, window_s=a.window,
         profile=a.profile, nodes=a.nodes, overrides=tuple(a.set),
         modes=tuple(m for m in a.modes.split(",") if m),
         max_pulls_per_image=a.max_pulls_per_image,

@@ -155,6 +155,8 @@ class ImageCache:
         self.fail_next: dict[str, int] = {}
         self.pulls_done = 0
         self.removed_by_gc: list[str] = []
+        #: Changes whenever the set of present images changes (CRI caches its listing by it).
+        self.version = 0
 
     def has(self, image: str) -> bool:
         return normalize_image(image) in self.present
@@ -211,6 +213,7 @@ class ImageCache:
             self._used[key] = self._clock()
             self._aliases.setdefault(key, set()).add(image)
             self.pulls_done += 1
+            self.version += 1
             self.collect_garbage()
             self._on_change()
         finally:
@@ -235,6 +238,7 @@ class ImageCache:
             return False
         self._aliases.pop(key, None)
         self._used.pop(key, None)
+        self.version += 1
         self._on_change()
         return True
 
@@ -256,6 +260,7 @@ class ImageCache:
             self._aliases.pop(key, None)
             self._used.pop(key, None)
             removed.append(key)
+        self.version += bool(removed)
         self.stats.collected(len(removed))
         self.removed_by_gc.extend(removed)
         return removed

@@ -82,3 +82,20 @@ def test_beyond_the_start_caps_nodes_take_pods_of_the_images_they_pull_first() -
                                      incoming_ttl_s=0))  # fmt: skip
     aware = _pulls(SchedulerSettings(max_starting_per_node=2))
     assert aware < blind
+
+
+def test_pods_join_a_pull_under_way_beyond_the_start_cap() -> None:
+    """A task's sandboxes arriving in later batches wait on the node already pulling their
+    image (up to pull_join_cap starting there) rather than each starting a new ~20 s pull on
+    another node because the first node's start queue is at the cap."""
+
+    def later_batch(settings: SchedulerSettings) -> dict[str, int]:
+        s = cluster(10, settings)
+        first = s.plan([pod_json("a", image="registry.local/big:1")], now=0.0)
+        (node,) = first.by_node()
+        later = s.plan([pod_json(f"b{i}", image="registry.local/big:1") for i in range(12)], 1.0)
+        return {"joined": later.by_node().get(node, 0), "nodes": len(later.by_node())}
+
+    assert later_batch(SchedulerSettings()) == {"joined": 12, "nodes": 1}
+    capped = later_batch(SchedulerSettings(pull_join_cap=None))
+    assert capped["joined"] == 4 and capped["nodes"] > 1  # the start cap of 5, then elsewhere
