@@ -18,10 +18,12 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from sandman.wire.facade import ClassInfo, ClassList, CreateBatch, CreateSandbox, LeaseRenewal
+from sandman.wire.prepare import PrepareImages
 
 from .errors import FacadeError, error_response
 from .index import SandboxIndex
 from .metrics import FacadeMetrics
+from .prepare import PreparationService
 from .proxy import DaemonProxy
 from .routes import PROXIED, ROUTES, render
 from .service import SandboxService
@@ -71,6 +73,7 @@ class FacadeHandlers:
         proxy: DaemonProxy,
         metrics: FacadeMetrics,
         ready: Callable[[], bool],
+        preparations: PreparationService,
     ) -> None:
         self.service = service
         self.index = index
@@ -78,6 +81,7 @@ class FacadeHandlers:
         self.proxy = proxy
         self.metrics = metrics
         self.ready = ready
+        self.preparations = preparations
 
     def routes(self) -> list[web.AbstractRouteDef]:
         table = [web.route(r.method, r.path, getattr(self, r.handler)) for r in ROUTES]
@@ -190,6 +194,16 @@ class FacadeHandlers:
             for c in self.service.classes.values()
         ]
         return _json(ClassList(items=items))
+
+    # --- preparation ----------------------------------------------------------------------
+    async def prepare(self, request: web.Request) -> web.Response:
+        body = await _decode(request, PrepareImages)
+        key = request.headers.get("Idempotency-Key")
+        view, created = await self.preparations.create(_tenant(request), body, key)
+        return _json(view, 201 if created else 200)
+
+    async def get_preparation(self, request: web.Request) -> web.Response:
+        return _json(await self.preparations.get(_tenant(request), request.match_info["id"]))
 
     # --- tool calls -----------------------------------------------------------------------
     async def forward(self, request: web.Request) -> web.StreamResponse:

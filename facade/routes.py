@@ -15,6 +15,7 @@ from typing import Any
 from daemon.sandbox.api import Route
 from daemon.sandbox.openapi import openapi_document, unauthenticated_get
 from sandman.wire import facade as m
+from sandman.wire import prepare as p
 
 __all__ = ["PROXIED", "ROUTES", "build_document"]
 
@@ -92,6 +93,26 @@ ROUTES: tuple[Route, ...] = (
         m.LeaseRenewal,
         m.LeaseStatus,
         errors=(400, 401, 429, 503),
+    ),
+    Route(
+        "POST",
+        "/v1/prepare",
+        "prepare",
+        "Announce images ahead of a burst (sandboxes expected per image, optional deadline); "
+        "the controller has nodes pull them (Idempotency-Key header makes retries safe)",
+        p.PrepareImages,
+        p.Preparation,
+        status=201,
+        errors=_WRITE_ERRORS,
+    ),
+    Route(
+        "GET",
+        "/v1/prepare/{id}",
+        "get_preparation",
+        "Progress of an announcement: nodes ready per image, failures, ETA",
+        None,
+        p.Preparation,
+        errors=(401, 404, 429, 503),
     ),
     Route("GET", "/v1/classes", "classes", "Sandbox classes offered", None, m.ClassList),
 )

@@ -4,8 +4,10 @@ One definition for every side: the ``ImagePreparation`` custom resource's ``spec
 ``status`` are these Structs encoded as JSON (camelCase, as Kubernetes objects are); the
 controller decodes a request's spec with :class:`PreparationSpec` (validation included: a
 bad request gets ``status.phase: Invalid`` with the offending field named, never a crash)
-and writes :class:`PreparationStatus`; the facade's ``POST /v1/prepare`` and ``GET`` of its
-progress (a later part) decode and encode the same classes, and the SDK decodes them.
+and writes :class:`PreparationStatus`. The facade's ``POST /v1/prepare`` decodes
+:class:`PrepareImages` (the same :class:`ImageRequest` items, plus a lifetime) and answers
+``POST`` and ``GET /v1/prepare/{id}`` with :class:`Preparation` (the status as the trainer
+sees it, with an ETA); the SDK builds and decodes the same two classes.
 
 Why "count" per image: the controller turns the number of sandboxes a trainer expects into
 the number of nodes that must hold the image (enough that the count fits under the per-node
@@ -20,20 +22,27 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 __all__ = [
+    "DEFAULT_PREPARE_TTL_S",
     "MAX_IMAGES",
     "ImageFailure",
     "ImageProgress",
     "ImageRequest",
+    "Preparation",
     "PreparationPhase",
     "PreparationSpec",
     "PreparationStatus",
+    "PrepareImages",
     "decode_spec",
+    "duplicate_image",
 ]
 
 #: Most images one request may name (a step of a SWE-style dataset is hundreds).
 MAX_IMAGES: Final = 2000
 #: Most sandboxes expected for one image (a whole burst of one task).
 MAX_COUNT: Final = 100_000
+#: How long a trainer's announcement counts when it says nothing (``PrepareImages.ttl_s``;
+#: the SDK's and the CLI's defaults are this name).
+DEFAULT_PREPARE_TTL_S: Final = 3600
 
 ImageRef = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 
@@ -99,13 +108,55 @@ class PreparationStatus(msgspec.Struct, kw_only=True, rename="camel", omit_defau
     updated_at: datetime | None = None
 
 
+class PrepareImages(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """Announce images ahead of a burst: each with the number of sandboxes expected from it.
+
+    ``deadline``: when the sandboxes are expected (earlier deadlines are prepared first);
+    ``ttl_s``: how long the announcement counts (then its images may be released);
+    ``owner``: the run it belongs to (listed on the object, for the operator)."""
+
+    images: Annotated[list[ImageRequest], msgspec.Meta(min_length=1, max_length=MAX_IMAGES)]
+    deadline: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
+    ttl_s: Annotated[int, msgspec.Meta(ge=60, le=7 * 24 * 3600)] = DEFAULT_PREPARE_TTL_S
+    owner: Annotated[str, msgspec.Meta(min_length=1, max_length=63)] | None = None
+
+
+class Preparation(msgspec.Struct, kw_only=True):
+    """One announcement as the trainer sees it: per image, nodes wanted and ready (and the
+    sandboxes that can start at once there), the agents' failures, and an ETA."""
+
+    id: str
+    phase: PreparationPhase
+    images: list[ImageProgress]
+    reason: str | None = None
+    message: str | None = None
+    #: Seconds until every image has its nodes, extrapolated from the progress so far
+    #: (0 when Ready; null before any node is ready or when it cannot finish).
+    eta_s: float | None = None
+    #: Sandboxes (summed over images) that can start at once on ready nodes, and expected.
+    sandboxes_ready: int = 0
+    sandboxes_expected: int = 0
+    deadline: str | None = None
+    created_at: str | None = None
+    ready_at: str | None = None
+    expires_at: str | None = None
+
+
+def duplicate_image(images: list[ImageRequest]) -> tuple[int, str] | None:
+    """The index and reference of the first image named twice, if any."""
+    seen: set[str] = set()
+    for i, item in enumerate(images):
+        if item.image in seen:
+            return i, item.image
+        seen.add(item.image)
+    return None
+
+
 def decode_spec(raw: object) -> PreparationSpec:
     """A custom resource's ``spec`` (decoded JSON) as a :class:`PreparationSpec`; raises
     ``msgspec.ValidationError`` naming the bad field. Duplicate images are refused too."""
     spec = msgspec.convert(raw, PreparationSpec)
-    seen: set[str] = set()
-    for i, item in enumerate(spec.images):
-        if item.image in seen:
-            raise msgspec.ValidationError(f"duplicate image {item.image!r} - at `$.images[{i}]`")
-        seen.add(item.image)
+    dup = duplicate_image(spec.images)
+    if dup is not None:
+        raise msgspec.ValidationError(f"duplicate image {dup[1]!r} - at `$.images[{dup[0]}]`")
     return spec
