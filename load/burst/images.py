@@ -9,10 +9,14 @@ each on a fresh stack:
 - **preloaded**: every image present on every node before the burst (the reference burst's
   assumption, and the best case);
 - **unprepared**: nothing present; every image is pulled by the kubelets during the burst;
-- **prepared**: an operator's ``ImagePreparation`` (a standing request in Sandman's
-  namespace) announces the images and counts; the controller plans the pulls, the agents
-  pull them, the burst starts when the request's status says Ready. (Part B adds
-  "announced through the facade", the same object created by ``POST /v1/prepare``.)
+- **announced**: the trainer announces the images and counts ahead, through the SDK
+  (``client.prepare``: ``POST /v1/prepare``, an ``ImagePreparation`` in its namespace); the
+  controller plans the pulls, the agents pull them, and the burst starts when
+  ``wait_ready(1.0)`` returns — what a trainer overlapping step t+1's pulls with step t's
+  rollouts does.
+
+``--modes operator`` runs the same with an operator's standing request (an
+``ImagePreparation`` created in Sandman's namespace directly) instead of the facade.
 
 Per mode: time to all-Ready, requested→Ready percentiles, pulls per image and the most pulls
 of one image in flight at once (simcluster's pull accounting, all nodes), the preparation's
@@ -48,11 +52,14 @@ from load.burst.driver import FacadeDriver
 from load.burst.progress import Progress
 from load.burst.recorder import PodRecorder
 from load.burst.settings import BurstSettings, profile_budget
+from sandman.sdk import AsyncSandman, PreparationTimeout
 from simcluster.profile import load_profile
 
-__all__ = ["ImageMixSettings", "ModeResult", "main", "run_series"]
+__all__ = ["MODES", "PREPARING", "ImageMixSettings", "ModeResult", "main", "run_series"]
 
-MODES = ("preloaded", "unprepared", "prepared")
+MODES = ("preloaded", "unprepared", "announced")
+#: Modes that prepare before the burst (besides the series' default three: ``operator``).
+PREPARING = ("announced", "operator")
 TENANT, TOKEN = "bench", "bench-token-0123456789abcdef"
 
 
@@ -141,6 +148,27 @@ def _pulls(text: str) -> dict[str, float]:
 
 def _peak(text: str) -> float:
     return max((float(m[2]) for m in _PEAK.finditer(text)), default=0.0)
+
+
+async def _announce(s: ImageMixSettings, stack: Stack, owner: str, say: Any) -> float:
+    """The trainer's announcement through the SDK; seconds until ``wait_ready(1.0)``."""
+    start = time.monotonic()
+    client = AsyncSandman(stack.url, TOKEN, owner=owner, lease_s=None, release_on_exit=False)
+    async with client:
+        prep = await client.prepare({i: s.per_image for i in s.image_list()})
+        bar = Progress("sandboxes prepared", s.sandboxes)
+        while time.monotonic() - start < s.prepare_timeout_s:
+            try:
+                await prep.wait_ready(1.0, timeout_s=5.0, poll_s=1.0)
+            except PreparationTimeout:
+                eta = prep.view.eta_s
+                bar.update(prep.view.sandboxes_ready, f"phase {prep.view.phase} eta {eta}")
+                continue
+            bar.close(prep.view.sandboxes_ready)
+            return time.monotonic() - start
+    bar.close(0)
+    say("the announcement did not get ready in time")
+    return math.nan
 
 
 async def _prepare(s: ImageMixSettings, admin: KubeClient, say: Any) -> float:
@@ -236,8 +264,11 @@ async def run_mode(s: ImageMixSettings, mode: str, say: Any) -> ModeResult:
         ) as admin:
             metrics = MetricsReader(stack.kubeconfig)
             prepare_s, pulls_before = math.nan, _pulls(await metrics.text())
-            if mode == "prepared":
-                say("preparing: an ImagePreparation for every image")
+            if mode == "announced":
+                say("announcing every image through POST /v1/prepare")
+                prepare_s = await _announce(s, stack, owner, say)
+            elif mode == "operator":
+                say("preparing: an operator's ImagePreparation for every image")
                 prepare_s = await _prepare(s, admin, say)
             at_burst = _pulls(await metrics.text())
             say(f"{mode}: firing {s.sandboxes:,} sandboxes of {s.images} images")
@@ -343,9 +374,10 @@ def main(argv: list[str] | None = None) -> int:
         modes=tuple(m for m in a.modes.split(",") if m),
         max_pulls_per_image=a.max_pulls_per_image,
     )  # fmt: skip
+    known = (*MODES, *PREPARING)
     for mode in s.modes:
-        if mode not in MODES:
-            p.error(f"unknown mode {mode!r} ({', '.join(MODES)})")
+        if mode not in known:
+            p.error(f"unknown mode {mode!r} ({', '.join(dict.fromkeys(known))})")
 
     def say(msg: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
