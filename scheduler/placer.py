@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Hashable, Sequence
 
+from scheduler import gang
 from scheduler.cluster import ClusterModel, NodeUsage
 from scheduler.messages import reason_histogram, unschedulable_message
 from scheduler.model import NodeInfo, Pod, PodShape, Resources, Status
@@ -385,6 +386,39 @@ class Placer:
                 if image not in on_node:
                     self.model.note_incoming(name, image, until)
         self.assignments.extend(Assignment(p.uid, name, p.namespace, p.name) for p in pods)
+
+    # -- groups (scheduler/gang.py) ---------------------------------------------------------
+    def place_gang(self, key: str, pods: list[Pod]) -> bool:
+        """Place a whole group or none of it: filter (the feasible nodes and the members
+        each takes), score (most members first, then the image's holders), reserve (only if
+        the chosen nodes hold every member). False: nothing reserved, every member reported
+        with the group's rejection."""
+        shape = pods[0].shape
+        if any(p.shape != shape for p in pods):
+            self._reject(pods, gang.differ_status(key))
+            return False
+        cands = self.candidates(shape)
+        holders = set(self._image_bonus(shape, cands))
+        slots = {i: c.slots for i, c in cands.items()}
+        chosen = gang.choose_nodes(slots, holders, {i: c.rank for i, c in cands.items()}, len(pods))
+        if chosen is None:
+            fit = sum(slots.values())
+            self._reject(pods, gang.gang_status(key, fit, len(pods), len(cands)))
+            return False
+        pos = 0
+        for i, run in chosen.items():
+            c = cands[i]
+            self._assign(c, pods[pos : pos + run], shape.requests)
+            c.slots -= run
+            pos += run
+        return True
+
+    def _reject(self, pods: list[Pod], status: Status) -> None:
+        message = status.reasons[0]
+        reasons = ((message, len(self.nodes)),)
+        self.unschedulable.extend(
+            Unschedulable(p.uid, message, reasons, p.namespace, p.name) for p in pods
+        )
 
     # -- explaining ------------------------------------------------------------------------
     def explain(self) -> None:

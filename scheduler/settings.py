@@ -84,6 +84,12 @@ class SchedulerSettings:
     #: Seconds a reservation lives after ``finish_binding`` while waiting for the watch to
     #: show the pod bound (kube-scheduler's assumed-pod TTL).
     assume_ttl_s: float = 30.0
+    #: Seconds the members of a group wait for the rest of it before they are reported
+    #: unschedulable ("k of G members pending"; scheduler/gang.py).
+    group_wait_s: float = 30.0
+    #: Seconds a placed group stays admitted: a later member (a replacement) is placed
+    #: without waiting for the others.
+    group_ttl_s: float = 600.0
     weights: ScoreWeights = field(default_factory=ScoreWeights)
     headroom: Headroom = field(default_factory=Headroom)
     #: Seed of the tie-break among equally scored nodes (same input + seed = same plan).
