@@ -193,20 +193,25 @@ class AsyncSandman:
         wait: bool = True,
         timeout_s: float | None = None,
         idempotency_key: str | None = None,
+        group: str | None = None,
     ) -> list[AsyncSandbox]:
         """``n`` sandboxes from one spec: one ``POST /v1/batches`` per 5000, members that
         failed (e.g. throttled) retried with the same key, then all waited for at once.
 
         All or nothing: if any member cannot be created or does not become ready, every
-        member is released and the first error is raised.
+        member is released and the first error is raised. With ``group`` (a DNS label,
+        unique per step, e.g. ``f"s{step}-t{task}"``) the scheduler also places them all or
+        nothing, on as few nodes as fit (one image pull per group); at most 5000.
         """
+        if group is not None and n > MAX_BATCH:
+            raise ValueError(f"a group has at most {MAX_BATCH} sandboxes, not {n}")
         spec = self._spec(image, sandbox_class, ttl_s, idle_timeout_s, env, labels)
         key = idempotency_key or uuid.uuid4().hex
         chunks = [(i, min(MAX_BATCH, n - i)) for i in range(0, n, MAX_BATCH)]
         sandboxes: list[AsyncSandbox] = []
         try:
             for start, count in chunks:
-                views = await self._batch(spec, count, f"{key}-{start}")
+                views = await self._batch(spec, count, f"{key}-{start}", group)
                 sandboxes += [AsyncSandbox(self.transport, v) for v in views]
             if wait:
                 await _wait_all(sandboxes, timeout_s, self.transport.limits.wait_concurrency)
@@ -215,8 +220,10 @@ class AsyncSandman:
             raise
         return sandboxes
 
-    async def _batch(self, spec: CreateSandbox, count: int, key: str) -> list[SandboxView]:
-        body = CreateBatch(spec=spec, count=count)
+    async def _batch(
+        self, spec: CreateSandbox, count: int, key: str, group: str | None = None
+    ) -> list[SandboxView]:
+        body = CreateBatch(spec=spec, count=count, group=group)
         attempt = 0
         while True:
             attempt += 1

@@ -461,6 +461,7 @@ class Sandman(_Bound):
         wait: bool = True,
         timeout_s: float | None = None,
         idempotency_key: str | None = None,
+        group: str | None = None,
     ) -> builtins.list[Sandbox]:
         created = self._call(
             self.async_client.create_many,
@@ -474,6 +475,7 @@ class Sandman(_Bound):
             wait=wait,
             timeout_s=timeout_s,
             idempotency_key=idempotency_key,
+            group=group,
         )
         return [self._wrap(s) for s in created]
 
