@@ -87,9 +87,8 @@ def test_members_wait_across_plans_until_the_group_is_complete() -> None:
     assert len(later.assignments) == 1
 
 
-def test_an_incomplete_group_is_reported_after_its_wait_and_deleted_members_wait_no_more() -> (
-    None
-):
+def test_an_incomplete_group_is_reported_after_its_wait() -> None:
+    # ... and a deleted member waits no more.
     s = cluster([32] * 2, SchedulerSettings(group_wait_s=5.0))
     s.plan([member("a", "t", 3), member("b", "t", 3)], now=0.0)
     s.delete_pod(member("b", "t", 3))
