@@ -312,6 +312,17 @@ class Placer:
             cap = self._limit(use_local and c.idx in joining)
             run = c.slots if cap is None else min(c.slots, cap - c.usage.starting)
             run = min(run, total - pos)
+            if not use_local and bonus and len(bonus) < len(cands):
+                holder = self._spill(bonus, cands)
+                if holder is not None:  # wait in a holder's queue rather than pull here
+                    self._assign(holder, pods[pos : pos + 1], req)
+                    pos += 1
+                    holder.slots -= 1
+                    if holder.slots > 0:  # fresh keys; the old entries drop when they surface
+                        join = holder.idx in joining
+                        local.push(self.key(holder, req, bonus[holder.idx], join))
+                        shared.push(self.key(holder, req, 0.0))
+                    continue
             self._assign(c, pods[pos : pos + run], req)
             pos += run
             c.slots -= run
@@ -331,6 +342,23 @@ class Placer:
             else:
                 heap.pop_top()
         return [], False
+
+    def _spill(self, bonus: dict[int, float], cands: dict[int, _Candidate]) -> _Candidate | None:
+        """The node holding (or pulling) the class's image with the shortest start queue
+        below ``pull_join_cap``, when the alternative is a node without it: a pod queued
+        behind 15 others there starts in ~3.6 s, one sent elsewhere starts a ~20 s pull. None
+        when no holder can take one more (or the join cap is off)."""
+        join = self.settings.pull_join_cap
+        if join is None:
+            return None
+        best: _Candidate | None = None
+        for i in bonus:
+            c = cands[i]
+            if c.slots <= 0 or c.usage.starting >= join:
+                continue
+            if best is None or (c.usage.starting, c.rank) < (best.usage.starting, best.rank):
+                best = c
+        return best
 
     def _level(
         self,
