@@ -39,6 +39,7 @@ from sandman.wire.prepare import (
     Preparation,
     PreparationSpec,
     PreparationStatus,
+    PreparedImage,
     PrepareImages,
     duplicate_image,
 )
@@ -166,7 +167,18 @@ def preparation_view(obj: Obj, now: datetime) -> Preparation:
     return Preparation(
         id=meta["name"],
         phase=status.phase,
-        images=status.images,
+        images=[
+            PreparedImage(
+                image=i.image,
+                count=i.count,
+                nodes_wanted=i.nodes_wanted,
+                nodes_planned=i.nodes_planned,
+                nodes_ready=i.nodes_ready,
+                sandboxes_ready=i.sandboxes_ready,
+                failures=i.failures,
+            )
+            for i in status.images
+        ],
         reason=status.reason or None,
         message=status.message or None,
         eta_s=eta_s(status, created, now),

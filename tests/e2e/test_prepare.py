@@ -24,6 +24,7 @@ from sandman import AsyncSandman, Conflict, NotFound, PreparationTimeout, Sandma
 from sandman.cli import main as cli_main
 from tests.support.kube import FAST
 from tests.support.stack import RunningStack as Stack
+from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 STACK = {"node_agents": True}
@@ -139,6 +140,19 @@ async def test_bad_input_is_400_with_a_reason(stack: Stack) -> None:
             assert (r.status, answer["error"]["reason"]) == (400, reason), body
         async with http.post("/v1/prepare", data=b"{not json") as r:
             assert r.status == 400 and (await r.json())["error"]["reason"] == "invalid_json"
+        # The answer is spelled like the rest of the facade's API (snake_case), images too.
+        async with http.post("/v1/prepare", json={"images": [{"image": "x:1"}]}) as r:
+            assert r.status == 201
+            pid = (await r.json())["id"]
+
+        async def progress() -> Any:
+            async with http.get(f"/v1/prepare/{pid}") as r:
+                answer = await r.json()
+            return answer if answer["images"] else None
+
+        answer = await wait_until_async(progress, timeout_s=30, interval_s=0.5)
+        assert {"sandboxes_expected", "eta_s", "created_at", "expires_at"} <= set(answer)
+        assert {"nodes_wanted", "nodes_ready", "sandboxes_ready"} <= set(answer["images"][0])
         for pid in ("prep-0000", "sb-123", "..", "prep-" + "x" * 300):
             async with http.get(f"/v1/prepare/{pid}") as r:
                 assert r.status == 404, (pid, await r.text())

@@ -121,13 +121,26 @@ class PrepareImages(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     owner: Annotated[str, msgspec.Meta(min_length=1, max_length=63)] | None = None
 
 
+class PreparedImage(msgspec.Struct, kw_only=True):
+    """One image of an announcement (the facade's snake_case spelling of :class:`ImageProgress`)."""
+
+    image: str
+    count: int
+    nodes_wanted: int
+    nodes_planned: int = 0
+    nodes_ready: int = 0
+    #: Sandboxes of this image that can start at once on ready nodes (at most ``count``).
+    sandboxes_ready: int = 0
+    failures: list[ImageFailure] = msgspec.field(default_factory=list)
+
+
 class Preparation(msgspec.Struct, kw_only=True):
     """One announcement as the trainer sees it: per image, nodes wanted and ready (and the
     sandboxes that can start at once there), the agents' failures, and an ETA."""
 
     id: str
     phase: PreparationPhase
-    images: list[ImageProgress]
+    images: list[PreparedImage]
     reason: str | None = None
     message: str | None = None
     #: Seconds until every image has its nodes, extrapolated from the progress so far
