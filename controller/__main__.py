@@ -16,6 +16,7 @@ from controller.app import Controller, ControllerSettings, default_identity
 from controller.binder import BinderSettings
 from controller.gc import GCSettings
 from controller.leader import ElectionSettings
+from controller.prepare import PreparerSettings
 from controller.view import ViewSettings
 from kube import ClientSettings
 from scheduler import SchedulerSettings
@@ -26,7 +27,7 @@ __all__ = ["main", "parse_settings"]
 def _parser() -> argparse.ArgumentParser:
     """Every default comes from the settings dataclasses (``ControllerSettings()``), so the
     flags, the library and the docs cannot disagree."""
-    d, e = ControllerSettings(), ElectionSettings(identity="-")
+    d, e, prep = ControllerSettings(), ElectionSettings(identity="-"), PreparerSettings()
     p = argparse.ArgumentParser(prog="python -m controller", description=__doc__)
     p.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
@@ -44,6 +45,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--pending-deadline", type=float, default=d.gc.pending_deadline_s,
                    help="seconds")  # fmt: skip
     p.add_argument("--gc-qps", type=float, default=d.gc.qps)
+    p.add_argument("--max-pulls-per-image", type=int, default=prep.max_pulls_per_image,
+                   help="preparation: nodes pulling one image at once, cluster-wide")  # fmt: skip
+    p.add_argument("--max-images-per-node", type=int, default=prep.max_images_per_node,
+                   help="preparation: images planned on one node at most")  # fmt: skip
+    p.add_argument("--no-prepare", action="store_true", help="no image preparation decisions")
     p.add_argument("--no-leader-elect", action="store_true", help="always lead (one replica)")
     p.add_argument("--lease-name", default=e.name)
     p.add_argument("--lease-namespace", default=e.namespace)
@@ -93,6 +99,12 @@ def parse_settings(argv: list[str] | None = None) -> tuple[ControllerSettings, s
             pending_deadline_s=a.pending_deadline,
             qps=a.gc_qps,
             burst=max(1, int(a.gc_qps)),
+        ),
+        prepare=None
+        if a.no_prepare
+        else PreparerSettings(
+            max_pulls_per_image=a.max_pulls_per_image,
+            max_images_per_node=a.max_images_per_node,
         ),
         election=election,
         health_host=a.health_host,

@@ -25,6 +25,7 @@ from controller.binder import Binder, BinderSettings
 from controller.gc import GarbageCollector, GCSettings
 from controller.leader import ElectionSettings, LeaderElector
 from controller.metrics import ControllerMetrics
+from controller.prepare import Preparer, PreparerSettings
 from controller.replace import Replacer, ReplacerSettings
 from controller.view import ClusterView, ViewSettings
 from kube import ClientSettings, KubeClient
@@ -50,6 +51,8 @@ class ControllerSettings:
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
     gc: GCSettings = field(default_factory=GCSettings)
     replacer: ReplacerSettings = field(default_factory=ReplacerSettings)
+    #: Image preparation decisions (controller/prepare.py); None: off.
+    prepare: PreparerSettings | None = field(default_factory=PreparerSettings)
     #: None: no election, this process always leads (one replica, tests).
     election: ElectionSettings | None = None
     health_host: str = "127.0.0.1"
@@ -72,6 +75,7 @@ class Controller:
         self.elector: LeaderElector | None = None
         self.gc: GarbageCollector | None = None
         self.replacer: Replacer | None = None
+        self.preparer: Preparer | None = None
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -100,6 +104,14 @@ class Controller:
             self.gc = GarbageCollector(client, self.view, s.gc, self.metrics)
             self.replacer = Replacer(client, self.view, s.replacer, self.metrics)
             self.replacer.attach()
+            if s.prepare is not None:
+                self.preparer = Preparer(
+                    client,
+                    self.view,
+                    s.prepare,
+                    s.scheduler.max_starting_per_node,
+                    self.metrics.registry,
+                )
             if s.election is not None:
                 # Its own token bucket: renewals must not queue behind a burst of binds.
                 self.elector = LeaderElector(client.with_rate_limit(0, 1), s.election)
@@ -113,6 +125,8 @@ class Controller:
                     ]
                     if s.freeze_after_sync:
                         tg.create_task(self._freeze_after_sync())
+                    if self.preparer is not None:
+                        tasks.append(tg.create_task(self.preparer.run_informers()))
                     await self._stopping.wait()
                     await asyncio.wait(
                         [tasks[2]], timeout=s.election.renew_deadline_s if s.election else 1
@@ -130,6 +144,8 @@ class Controller:
                 tg.create_task(self.binder.run())
                 tg.create_task(self.gc.run())
                 tg.create_task(self.replacer.run())
+                if self.preparer is not None:
+                    tg.create_task(self.preparer.lead())
         finally:
             self.metrics.leader.set(0)
 

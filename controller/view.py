@@ -5,7 +5,11 @@
   shared, so other tenants' pods take capacity too;
 - **pending sandboxes**: pods with ``schedulerName: sandman`` and no node yet;
 - **owner leases**: Leases labelled ``sandman.io/owner`` that trainers renew for their run
-  (the garbage collector deletes an owner's sandboxes when its Lease expires).
+  (the garbage collector deletes an owner's sandboxes when its Lease expires);
+- **agent leases**: the node agents' per-node Leases (``sandman.io/node-agent``): which
+  images are ready on each node — all of them, where ``node.status.images`` lists only the
+  50 largest — fed to the scheduler's image locality, and read by the preparation
+  decisions (controller/prepare.py, docs/node-agent.md).
 
 Node and bound-pod events go straight into the :class:`scheduler.Scheduler`'s capacity
 model (O(1) each); a bound pod event also confirms the planner's reservation for it. The
@@ -24,6 +28,7 @@ from kube import LEASES, NODES, PODS, KubeClient
 from kube.cache import Obj
 from kube.contract import LABEL_OWNER, SCHEDULER_NAME
 from kube.informer import Handlers, Informer, InformerSettings
+from kube.preparation import ANNOTATION_READY, LABEL_NODE_AGENT, decode_images
 from scheduler import Scheduler
 
 __all__ = ["ClusterView", "ViewSettings"]
@@ -43,6 +48,8 @@ class ViewSettings:
     server_side_unbound: bool = True
     #: Label on trainer-owned Leases and on their sandboxes (owner-lease expiry, gc.py).
     owner_label: str = LABEL_OWNER
+    #: Where the node agents' Leases are (None: any namespace; the label selects them).
+    agent_namespace: str | None = None
 
 
 def _unbound(pod: Obj) -> bool:
@@ -91,6 +98,21 @@ class ClusterView:
             settings=s.informer,
             name="owner-leases",
         )
+        self.agent_leases = Informer(
+            client,
+            LEASES,
+            namespace=s.agent_namespace,
+            label_selector=f"{LABEL_NODE_AGENT}=true",
+            settings=s.informer,
+            name="agent-leases",
+        )
+        self.agent_leases.add_handler(
+            Handlers(
+                add=self._agent_lease,
+                update=lambda _old, new: self._agent_lease(new),
+                delete=self._agent_lease_gone,
+            )
+        )
         self._capacity_listeners: list[Callable[[], None]] = []
         self.nodes.add_handler(
             Handlers(add=self._node_added, update=self._node_updated, delete=self._node_deleted)
@@ -100,7 +122,7 @@ class ClusterView:
         )
 
     def informers(self) -> tuple[Informer, ...]:
-        return (self.nodes, self.bound, self.pending, self.owner_leases)
+        return (self.nodes, self.bound, self.pending, self.owner_leases, self.agent_leases)
 
     def on_capacity(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` when capacity may have appeared."""
@@ -134,6 +156,19 @@ class ClusterView:
 
     def _node_deleted(self, node: Obj) -> None:
         self.scheduler.apply("Node", "DELETED", node)
+
+    def _agent_lease(self, lease: Obj) -> None:
+        node = (lease.get("spec") or {}).get("holderIdentity")
+        if node:
+            annotations = (lease.get("metadata") or {}).get("annotations") or {}
+            self.scheduler.set_prepared_images(
+                node, decode_images(annotations.get(ANNOTATION_READY))
+            )
+
+    def _agent_lease_gone(self, lease: Obj) -> None:
+        node = (lease.get("spec") or {}).get("holderIdentity")
+        if node:
+            self.scheduler.set_prepared_images(node, ())
 
     def _pod_upsert(self, pod: Obj) -> None:
         self.scheduler.apply("Pod", "ADDED", pod)

@@ -31,6 +31,7 @@ import yaml
 from devstack.ports import free_listen_port
 from kube import ClientSettings, KubeClient
 from kube.errors import AlreadyExists
+from kube.preparation import CRD as PREPARATION_CRD
 from kube.resources import Resource
 from sandman.wire.facade import DEFAULT_CLASS
 
@@ -38,6 +39,9 @@ __all__ = ["Stack", "StackError", "StackSettings"]
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CRD", namespaced=False)
+#: Where the controller's election Lease and the node agents' Leases live.
+SANDMAN_NAMESPACE = "sandman-system"
 _LISTENING = re.compile(rb"facade listening on (http://\S+)")
 
 
@@ -75,6 +79,11 @@ class StackSettings:
     #: 0: no facade (a benchmark that creates pods itself).
     facade_replicas: int = 1
     start_timeout_s: float = 120.0
+    #: One node agent per simulated node (``devstack.agents``, against each node's CRI
+    #: socket); simcluster then serves CRI. The ImagePreparation CRD is installed either way.
+    node_agents: bool = False
+    #: ``KEY=VALUE`` settings for every agent (``AgentSettings`` fields).
+    node_agent_settings: tuple[str, ...] = ()
     python: str = field(default_factory=lambda: sys.executable)
 
 
@@ -94,6 +103,7 @@ class Stack:
         self.url = ""
         self.urls: list[str] = []
         self.controller_url = ""
+        self.agents_metrics_url = ""
         self.kubeconfig = settings.workdir / "cluster" / "kubeconfig"
         self.processes: dict[str, asyncio.subprocess.Process] = {}
         self._log_offsets: dict[str, int] = {}
@@ -114,6 +124,7 @@ class Stack:
         s = self.settings
         s.workdir.mkdir(parents=True, exist_ok=True)
         await self._start_simcluster()
+        await self._install_crd()
         for tenant in s.tenants:
             await self._ensure_namespace(f"sandman-{tenant}", s.quota_pods.get(tenant))
         self._write_facade_config()
@@ -125,6 +136,8 @@ class Stack:
         ]
         self.url = self.urls[0] if self.urls else ""
         await self._start_controller()
+        if s.node_agents:
+            await self.start_agents()
         for replica in self._facades():
             await self._start_facade(replica)
         await self._wait_http("controller", f"{self.controller_url}/readyz")
@@ -154,6 +167,8 @@ class Stack:
         if s.nodes is not None:
             args += ["--nodes", str(s.nodes)]
         overrides = list(s.simcluster_overrides)
+        if s.node_agents:
+            overrides.append("cri=true")
         if s.preloaded_images:
             overrides.append(f"nodes.preloaded_images=[{','.join(s.preloaded_images)}]")
         for override in overrides:
@@ -224,6 +239,34 @@ class Stack:
         path = s.workdir / "facade.yaml"
         path.write_text(yaml.safe_dump(document, sort_keys=False))
         return path
+
+    async def start_agents(self) -> None:
+        """The node agents, one core per simulated node in one process (devstack/agents.py)."""
+        cluster = self.settings.workdir / "cluster"
+        ready = self.settings.workdir / "agents.ready"
+        ready.unlink(missing_ok=True)
+        self.say("starting the node agents")
+        args = [
+            "-m", "devstack.agents", "--kubeconfig", str(cluster / "kubeconfig-node-agent"),
+            "--sockets", str(cluster / "cri-sockets.json"), "--namespace", SANDMAN_NAMESPACE,
+            "--state-dir", str(self.settings.workdir / "agents"), "--ready-file", str(ready),
+        ]  # fmt: skip
+        for kv in self.settings.node_agent_settings:
+            args += ["--set", kv]
+        await self.spawn("agents", args)
+        await self._wait_for("agents", ready.exists, self.settings.start_timeout_s)
+        self.agents_metrics_url = (
+            f"http://127.0.0.1:{yaml.safe_load(ready.read_text())['port']}/metrics"
+        )
+
+    async def _install_crd(self) -> None:
+        async with await KubeClient.connect(
+            ClientSettings(qps=0, burst=0), kubeconfig=str(self.kubeconfig)
+        ) as client:
+            with contextlib.suppress(AlreadyExists):
+                await client.create(CRDS, PREPARATION_CRD)
+            with contextlib.suppress(AlreadyExists):
+                await client.create(NAMESPACES, {"metadata": {"name": SANDMAN_NAMESPACE}})
 
     async def _ensure_namespace(self, namespace: str, quota_pods: int | None) -> None:
         async with await KubeClient.connect(

@@ -24,6 +24,7 @@ from .config import FacadeConfig
 from .handlers import FacadeHandlers
 from .index import IndexSettings, SandboxIndex, pod_indexers
 from .metrics import FacadeMetrics
+from .prepare import PreparationService
 from .proxy import DaemonProxy, ProxyLimits
 from .service import SandboxService, ServiceSettings
 
@@ -100,8 +101,9 @@ class Facade:
             s.service,
         )
         handlers = FacadeHandlers(
-            service, self.index, self.config.tenants, self.proxy, self.metrics, self.ready
-        )
+            service, self.index, self.config.tenants, self.proxy, self.metrics, self.ready,
+            PreparationService(self.client),
+        )  # fmt: skip
         app = web.Application(client_max_size=s.max_body_bytes, middlewares=[handlers.observe])
         app.add_routes(handlers.routes())
         self._runner = web.AppRunner(

@@ -29,12 +29,14 @@ from sandman.wire.facade import (
     ListQuery,
     OwnerQuery,
 )
+from sandman.wire.prepare import PrepareImages
 
 from .errors import FacadeError, error_response
 from .index import SandboxIndex
 from .metrics import FacadeMetrics
 from .params import decode_body, decode_headers, decode_path, decode_query
 from .paths import proxied_call
+from .prepare import PreparationService
 from .proxy import DaemonProxy
 from .routes import IDEMPOTENCY_KEY, ROUTES, FacadeRoute, render
 from .service import SandboxService
@@ -79,6 +81,7 @@ class FacadeHandlers:
         proxy: DaemonProxy,
         metrics: FacadeMetrics,
         ready: Callable[[], bool],
+        preparations: PreparationService,
     ) -> None:
         self.service = service
         self.index = index
@@ -86,6 +89,7 @@ class FacadeHandlers:
         self.proxy = proxy
         self.metrics = metrics
         self.ready = ready
+        self.preparations = preparations
 
     def routes(self) -> list[web.AbstractRouteDef]:
         table = [web.route(r.method, r.path, self._decoding(r)) for r in ROUTES]
@@ -215,6 +219,16 @@ class FacadeHandlers:
             for c in self.service.classes.values()
         ]
         return _json(ClassList(items=items))
+
+    # --- preparation ----------------------------------------------------------------------
+    async def prepare(self, request: web.Request, call: Call) -> web.Response:
+        body = await decode_body(request, PrepareImages)
+        key = call.headers.get(IDEMPOTENCY_KEY)
+        view, created = await self.preparations.create(call.tenant, body, key)
+        return _json(view, 201 if created else 200)
+
+    async def get_preparation(self, request: web.Request, call: Call) -> web.Response:
+        return _json(await self.preparations.get(call.tenant, request.match_info["id"]))
 
     # --- tool calls -----------------------------------------------------------------------
     async def forward(self, request: web.Request) -> web.StreamResponse:

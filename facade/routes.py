@@ -24,6 +24,7 @@ import msgspec
 from daemon.sandbox.api import Route
 from daemon.sandbox.openapi import openapi_document, unauthenticated_get
 from sandman.wire import facade as m
+from sandman.wire import prepare as p
 
 __all__ = ["PROXIED", "ROUTES", "FacadeRoute", "build_document"]
 
@@ -126,6 +127,27 @@ ROUTES: tuple[FacadeRoute, ...] = (
         m.LeaseStatus,
         errors=(400, 401, 413, 429, 502, 503),
         path_types=(("owner", m.OwnerName),),
+    ),
+    FacadeRoute(
+        "POST",
+        "/v1/prepare",
+        "prepare",
+        "Announce images ahead of a burst (sandboxes expected per image, optional deadline); "
+        "the controller has nodes pull them (Idempotency-Key header makes retries safe)",
+        p.PrepareImages,
+        p.Preparation,
+        status=201,
+        errors=_WRITE_ERRORS,
+        header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
+    ),
+    FacadeRoute(
+        "GET",
+        "/v1/prepare/{id}",
+        "get_preparation",
+        "Progress of an announcement: nodes ready per image, failures, ETA",
+        None,
+        p.Preparation,
+        errors=(401, 404, 429, 503),
     ),
     FacadeRoute("GET", "/v1/classes", "classes", "Sandbox classes offered", None, m.ClassList),
 )

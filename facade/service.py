@@ -30,7 +30,12 @@ import msgspec
 
 from kube import PODS, AlreadyExists, Forbidden, KubeClient, KubeError, NotFound
 from kube.cache import Obj
-from kube.contract import ANNOTATION_REQUEST_DIGEST, LABEL_OWNER
+from kube.contract import (
+    ANNOTATION_GROUP,
+    ANNOTATION_GROUP_SIZE,
+    ANNOTATION_REQUEST_DIGEST,
+    LABEL_OWNER,
+)
 from sandman.wire.facade import (
     BatchFailure,
     BatchResult,
@@ -114,6 +119,11 @@ class SandboxService:
         if todo:
             self._admit(tenant, len(todo))
             pods = {i: self._render(tenant, batch.spec, ids[i], digest) for i in todo}
+            if batch.group is not None:
+                for pod in pods.values():
+                    annotations = pod["metadata"]["annotations"]
+                    annotations[ANNOTATION_GROUP] = batch.group
+                    annotations[ANNOTATION_GROUP_SIZE] = str(batch.count)
             limit = asyncio.Semaphore(self.settings.batch_concurrency)
 
             async def one(i: int) -> None:

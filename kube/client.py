@@ -33,7 +33,6 @@ import kr8s.asyncio
 import msgspec
 
 from kube.errors import (
-    Gone,
     KubeError,
     TooManyRequests,
     TransportError,
@@ -45,6 +44,7 @@ from kube.lean import LeanPool
 from kube.ratelimit import TokenBucket
 from kube.resources import PODS, Resource
 from kube.settings import ClientSettings
+from kube.watch import LineSplitter, WatchEvent
 
 __all__ = ["KubeClient", "RequestObserver", "WatchEvent"]
 
@@ -53,13 +53,6 @@ MERGE_PATCH = "application/merge-patch+json"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "PATCH"})
 #: Failures before the request was written: always safe to repeat.
 _NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
-
-
-class WatchEvent(msgspec.Struct, frozen=True):
-    """One line of a watch stream: ADDED / MODIFIED / DELETED / BOOKMARK / ERROR."""
-
-    type: str
-    object: dict[str, Any]
 
 
 class RequestObserver(Protocol):
@@ -112,7 +105,6 @@ class KubeClient:
         )
         self._decoder = msgspec.json.Decoder()
         self._rng = random.Random()
-        self._event_decoder = msgspec.json.Decoder(WatchEvent)
         self._owns_session = True
         # Binds go over a transport of their own (lean.py): a tenth of aiohttp's CPU each.
         self._lean = LeanPool(
@@ -467,8 +459,7 @@ class KubeClient:
         return resp
 
     async def _events(self, resp: aiohttp.ClientResponse) -> AsyncIterator[WatchEvent]:
-        decode = self._event_decoder.decode
-        buf = b""
+        lines = LineSplitter()
         while True:
             try:
                 chunk = await resp.content.readany()
@@ -476,25 +467,8 @@ class KubeClient:
                 raise TransportError(f"watch stream broke: {type(e).__name__}: {e}") from e
             if not chunk:
                 return
-            buf += chunk
-            if b"\n" not in chunk:
-                continue
-            *lines, buf = buf.split(b"\n")
-            for line in lines:
-                if not line.strip():
-                    continue
-                ev = decode(line)
-                if ev.type == "ERROR":
-                    raise _stream_error(ev.object)
+            for ev in lines.feed(chunk):
                 yield ev
-
-
-def _stream_error(status: Mapping[str, Any]) -> KubeError:
-    code = int(status.get("code") or 500)
-    err = error_from_status(code, status, what="watch")
-    if code == 410 and not isinstance(err, Gone):
-        return Gone(err.message, reason=err.reason, status=status)
-    return err
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 __all__ = [
     "ANNOTATION_ATTEMPT",
     "ANNOTATION_EXPIRES_AT",
+    "ANNOTATION_GROUP",
+    "ANNOTATION_GROUP_SIZE",
     "ANNOTATION_IDLE_TIMEOUT",
     "ANNOTATION_REPLACES",
     "ANNOTATION_REQUEST_DIGEST",
@@ -32,3 +34,7 @@ ANNOTATION_ATTEMPT = "sandman.io/attempt"
 #: Digest of the trainer's create request: an Idempotency-Key replayed with another spec is
 #: refused instead of silently returning a different sandbox (facade/service.py).
 ANNOTATION_REQUEST_DIGEST = "sandman.io/request-digest"
+#: A batch's group (its name) and size: its pods are placed all or nothing, on as few nodes
+#: as fit (scheduler/gang.py; scheduler.kube spells the same strings).
+ANNOTATION_GROUP = "sandman.io/group"
+ANNOTATION_GROUP_SIZE = "sandman.io/group-size"

@@ -29,8 +29,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from kube import Gone, KubeClient, KubeError, Resource
 from kube.cache import Cache, IndexFunc, Obj, object_key
+from kube.errors import Gone, KubeError
+from kube.resources import Resource
+from kube.watch import ApiClient
 from sandman.wire.backoff import Backoff
 
 __all__ = ["EventHandler", "Handlers", "Informer", "InformerSettings", "InformerStats"]
@@ -115,7 +117,7 @@ class Informer:
 
     def __init__(
         self,
-        client: KubeClient,
+        client: ApiClient,
         resource: Resource,
         *,
         namespace: str | None = None,

@@ -112,6 +112,12 @@ class ClusterModel:
         self.node_version = 0
         #: Changes whenever a node's set of prepared images changes.
         self.prepared_version = 0
+        #: Images that pods placed by recent plans will pull: node -> image -> until when
+        #: (the planner's clock). A later pod of the same image shares that pull instead of
+        #: starting another one elsewhere; a node's count of them is its pull queue.
+        self.incoming: dict[str, dict[str, float]] = {}
+        #: The same, by image: image -> nodes.
+        self.incoming_nodes: dict[str, set[str]] = {}
 
     # -- nodes -------------------------------------------------------------------------
     def upsert_node(self, node: NodeInfo | Mapping[str, Any]) -> NodeInfo:
@@ -131,11 +137,37 @@ class ClusterModel:
             self.node_version += 1
         if self.prepared.pop(name, None) is not None:
             self.prepared_version += 1
+        for image in self.incoming.pop(name, {}):
+            self.incoming_nodes.get(image, set()).discard(name)
 
     def set_prepared_images(self, node: str, images: Iterable[str]) -> None:
-        """Images the node agent reports as pulled and ready on ``node``."""
-        self.prepared[node] = frozenset(self.decoder.image(i) for i in images)
-        self.prepared_version += 1
+        """Images the node agent reports as pulled and ready on ``node`` (an unchanged set
+        costs nothing: the image index is rebuilt only when a set changes)."""
+        fresh = frozenset(self.decoder.image(i) for i in images)
+        if self.prepared.get(node) != fresh:
+            self.prepared[node] = fresh
+            self.prepared_version += 1
+
+    def note_incoming(self, node: str, image: str, until: float) -> None:
+        """A pod placed on ``node`` will pull ``image`` (absent there now), until ``until``."""
+        self.incoming.setdefault(node, {})[image] = until
+        self.incoming_nodes.setdefault(image, set()).add(node)
+
+    def pulls_pending(self, node: str) -> int:
+        """Distinct images pods placed on ``node`` are (probably) pulling."""
+        return len(self.incoming.get(node, ()))
+
+    def _expire_incoming(self, now: float) -> None:
+        for node, images in list(self.incoming.items()):
+            for image in [i for i, until in images.items() if until <= now]:
+                del images[image]
+                nodes = self.incoming_nodes.get(image)
+                if nodes is not None:
+                    nodes.discard(node)
+                    if not nodes:
+                        del self.incoming_nodes[image]
+            if not images:
+                del self.incoming[node]
 
     def images_on(self, node: NodeInfo) -> Collection[str]:
         """Images present (node.status.images) or prepared (node agent) on ``node``."""
@@ -250,7 +282,9 @@ class ClusterModel:
         return self._release(uid) is not None
 
     def expire(self, now: float) -> list[str]:
-        """Forget reservations whose deadline passed; returns their uids."""
+        """Forget reservations whose deadline passed (and expected pulls past theirs);
+        returns the uids."""
+        self._expire_incoming(now)
         expired = self.ledger.due(now)
         for _, r in expired:
             self._unapply(r)

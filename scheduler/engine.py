@@ -14,6 +14,7 @@ from typing import Any
 
 from scheduler.cluster import ClusterModel, UsageSnapshot
 from scheduler.filters import Capacity
+from scheduler.gang import GangRoom
 from scheduler.model import NodeInfo, Pod
 from scheduler.plan import Plan, capacity_left
 from scheduler.planner import plan_batch
@@ -30,11 +31,17 @@ class Scheduler:
         self.settings = settings or SchedulerSettings()
         self.model = ClusterModel()
         self._table = NodeTable(self.settings)
+        #: Members of groups waiting for the rest of their group (scheduler/gang.py).
+        self.gangs = GangRoom(wait_s=self.settings.group_wait_s)
 
     # -- events --------------------------------------------------------------------------
     def apply(self, kind: str, event_type: str, obj: Mapping[str, Any]) -> None:
         """Apply one watch event: ``kind`` "Node"/"Pod", ``event_type`` ADDED/MODIFIED/DELETED."""
         self.model.apply(kind, event_type, obj)
+        if kind == "Pod" and self.gangs.waiting:
+            gone = event_type == "DELETED" or (obj.get("spec") or {}).get("nodeName")
+            if gone:  # deleted, or bound by someone else: it waits no more
+                self.gangs.discard(self._uid(obj))
 
     def upsert_node(self, node: NodeInfo | Mapping[str, Any]) -> None:
         self.model.upsert_node(node)
@@ -47,6 +54,16 @@ class Scheduler:
 
     def delete_pod(self, pod: Pod | Mapping[str, Any] | str) -> None:
         self.model.delete_pod(pod)
+        if self.gangs.waiting:
+            uid = pod if isinstance(pod, str) else self._uid(pod)
+            self.gangs.discard(uid)
+
+    @staticmethod
+    def _uid(pod: Pod | Mapping[str, Any]) -> str:
+        if isinstance(pod, Pod):
+            return pod.uid
+        meta = pod.get("metadata") or {}
+        return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
 
     def decode_pod(self, obj: Mapping[str, Any]) -> Pod:
         """Decode a pending pod once, when its watch event arrives, for a later :meth:`plan`
@@ -67,10 +84,15 @@ class Scheduler:
 
         With ``reserve=False`` the plan is a dry run and the model is left unchanged.
         """
-        result = plan_batch(self.model, self.settings, pending, now, self._table)
+        gangs = self.gangs if reserve else self.gangs.copy()
+        if not reserve:  # a dry run leaves no expected pulls behind either
+            incoming = {node: dict(images) for node, images in self.model.incoming.items()}
+            by_image = {image: set(nodes) for image, nodes in self.model.incoming_nodes.items()}
+        result = plan_batch(self.model, self.settings, pending, now, self._table, gangs)
         if not reserve:
             for assignment in result.assignments:
                 self.model.forget(assignment.uid)
+            self.model.incoming, self.model.incoming_nodes = incoming, by_image
         return result
 
     def finish_binding(self, uids: Iterable[str], now: float) -> int:

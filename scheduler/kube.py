@@ -37,6 +37,8 @@ from scheduler.model import (
 from scheduler.quantity import QuantityParser
 
 __all__ = [
+    "ANNOTATION_GROUP",
+    "ANNOTATION_GROUP_SIZE",
     "BoundPod",
     "Decoder",
     "node_from_json",
@@ -53,6 +55,10 @@ BoundPod = tuple[str, str | None, Resources, bool, bool]
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 _CORE = ("cpu", "memory", "ephemeral-storage", "pods")
 _ZERO = Resources()
+#: A pod's group (``<namespace>/<name>``) and the group's size: scheduler/gang.py. The same
+#: strings as kube.contract's (the scheduler imports nothing of kube; a test holds them equal).
+ANNOTATION_GROUP = "sandman.io/group"
+ANNOTATION_GROUP_SIZE = "sandman.io/group-size"
 
 
 def resources(quantities: Json | None, parser: QuantityParser) -> Resources:
@@ -140,6 +146,22 @@ def _toleration(t: Json) -> Toleration:
         t.get("value", "") or "",
         t.get("effect", "") or "",
     )
+
+
+def _group_of(meta: Json) -> tuple[str | None, int]:
+    """The pod's group and its size; a malformed size makes the pod ungrouped (placed on
+    its own, never stuck waiting for members that cannot be counted)."""
+    annotations = meta.get("annotations") or {}
+    name = annotations.get(ANNOTATION_GROUP)
+    if not name or not isinstance(name, str):
+        return None, 0
+    try:
+        size = int(annotations.get(ANNOTATION_GROUP_SIZE, ""))
+    except (TypeError, ValueError):
+        return None, 0
+    if size < 1:
+        return None, 0
+    return f"{meta.get('namespace', '') or ''}/{name}", size
 
 
 def _stopped(status: Json) -> bool:
@@ -234,6 +256,7 @@ class Decoder:
             obj.get("status") or {},
         )
         namespace, name = meta.get("namespace", "") or "", meta.get("name", "") or ""
+        group, size = _group_of(meta)
         return Pod(
             uid=meta.get("uid") or f"{namespace}/{name}",
             shape=self.shape(spec),
@@ -243,6 +266,8 @@ class Decoder:
             phase=status.get("phase") or "Pending",
             deleting=meta.get("deletionTimestamp") is not None,
             stopped=_stopped(status),
+            group=group,
+            group_size=size,
         )
 
     def bound(self, obj: Json) -> BoundPod:

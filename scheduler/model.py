@@ -196,6 +196,10 @@ class Pod:
     deleting: bool = False
     #: Every container status reports "terminated" (a deleting pod that has stopped).
     stopped: bool = False
+    #: The group it is placed with, all or nothing (``<namespace>/<name>``; scheduler/gang.py)
+    #: and the group's size.
+    group: str | None = None
+    group_size: int = 0
 
     @property
     def counts(self) -> bool:

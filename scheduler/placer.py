@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Hashable, Sequence
 
+from scheduler import gang
 from scheduler.cluster import ClusterModel, NodeUsage
 from scheduler.messages import reason_histogram, unschedulable_message
 from scheduler.model import NodeInfo, Pod, PodShape, Resources, Status
@@ -126,6 +127,8 @@ class Placer:
         self.nodes, self.limits, self.ranks = table.refresh(
             model.nodes, model.node_set_version, model.node_version
         )
+        self.now = now
+        self.position = {node.name: i for i, node in enumerate(self.nodes)}
         self.assignments: list[Assignment] = []
         self.unschedulable: list[Unschedulable] = []
         self.deferred: list[str] = []
@@ -190,20 +193,57 @@ class Placer:
             return {}
         index = self.table.image_index(self.nodes, self.model)
         holders = {i for image in shape.images for i in index.get(image, ()) if i in cands}
+        incoming, position = self.model.incoming_nodes, self.position
+        for image in shape.images:  # nodes already pulling it for earlier pods
+            holders.update(
+                i for n in incoming.get(image, ()) if (i := position.get(n, -1)) in cands
+            )
         if len(shape.images) == 1:
             return dict.fromkeys(holders, weight * 100.0)
-        images_on = self.model.images_on
-        return {i: weight * image_locality(shape, images_on(cands[i].node)) for i in holders}
+        return {i: weight * image_locality(shape, self._images(cands[i].node)) for i in holders}
+
+    def _joining(self, shape: PodShape, cands: dict[int, _Candidate]) -> set[int]:
+        """Nodes pulling every image of the class for earlier pods, none of them present:
+        a pod placed there joins the pull under way (it starts with the others once the pull
+        ends) instead of starting a new one elsewhere."""
+        if not shape.images or self.settings.pull_join_cap is None:
+            return set()
+        incoming, position = self.model.incoming, self.position
+        out = set()
+        for name in self.model.incoming_nodes.get(shape.images[0], ()):
+            i = position.get(name, -1)
+            if i in cands and all(img in incoming.get(name, ()) for img in shape.images):
+                out.add(i)
+        return out
+
+    def _limit(self, joining: bool) -> int | None:
+        """The start-queue cap of a node; higher for pods joining a pull under way there."""
+        cap, join = self.settings.max_starting_per_node, self.settings.pull_join_cap
+        if cap is None or not joining or join is None:
+            return cap
+        return max(cap, join)
+
+    def _images(self, node: NodeInfo) -> set[str]:
+        """Images on ``node``: present, prepared, or being pulled for pods placed there."""
+        return {*self.model.images_on(node), *self.model.incoming.get(node.name, ())}
 
     # -- ranking -------------------------------------------------------------------------
-    def key(self, c: _Candidate, req: Resources, bonus: float) -> Key:
+    def key(self, c: _Candidate, req: Resources, bonus: float, joining: bool = False) -> Key:
         """Heap key: tier 0 (start queue below the cap) by score, tier 1 by queue length."""
-        u, cap = c.usage, self.settings.max_starting_per_node
+        u, cap = c.usage, self._limit(joining)
         pack = most_allocated(c.node.allocatable, u.cpu + req.cpu, u.memory + req.memory)
         score = c.static + bonus + self.settings.weights.packing * pack
         if cap is None or u.starting < cap:
-            return (0, -score, c.rank, c.idx)
+            return (0, self._pull_tier(c, bonus), -score, c.rank, c.idx)
         return (1, u.starting, -score, c.rank, c.idx)
+
+    def _pull_tier(self, c: _Candidate, bonus: float) -> int:
+        """1 when a pod placed here would queue behind the node's pulls (its image is not
+        there, and the node already pulls ``pull_slots_per_node`` images), else 0."""
+        slots = self.settings.pull_slots_per_node
+        if slots is None or bonus > 0:
+            return 0
+        return int(self.model.pulls_pending(c.node.name) >= slots)
 
     @staticmethod
     def _top(heap: _NodeHeap, cands: dict[int, _Candidate]) -> Key | None:
@@ -257,8 +297,11 @@ class Placer:
         """Place one class on nodes below the start cap; returns the pods left and whether
         they are left because every start queue is full (rather than every node)."""
         bonus = self._image_bonus(shape, cands)
-        local = _NodeHeap([self.key(cands[i], req, b) for i, b in bonus.items() if cands[i].slots])
-        cap, pos, total = self.settings.max_starting_per_node, 0, len(pods)
+        joining = self._joining(shape, cands)
+        local = _NodeHeap(
+            [self.key(cands[i], req, b, i in joining) for i, b in bonus.items() if cands[i].slots]
+        )
+        pos, total = 0, len(pods)
         while pos < total:
             s_top, l_top = self._top(shared, cands), self._top(local, cands)
             use_local = l_top is not None and (s_top is None or l_top < s_top)
@@ -266,21 +309,56 @@ class Placer:
             if top is None or top[0] == 1:
                 return pods[pos:], top is not None
             c = cands[int(top[-1])]
+            cap = self._limit(use_local and c.idx in joining)
             run = c.slots if cap is None else min(c.slots, cap - c.usage.starting)
             run = min(run, total - pos)
+            if not use_local and bonus and len(bonus) < len(cands):
+                holder = self._spill(bonus, cands)
+                if holder is not None:  # wait in a holder's queue rather than pull here
+                    self._assign(holder, pods[pos : pos + 1], req)
+                    pos += 1
+                    holder.slots -= 1
+                    if holder.slots > 0:  # fresh keys; the old entries drop when they surface
+                        join = holder.idx in joining
+                        local.push(self.key(holder, req, bonus[holder.idx], join))
+                        shared.push(self.key(holder, req, 0.0))
+                    continue
             self._assign(c, pods[pos : pos + run], req)
             pos += run
             c.slots -= run
             heap, other = (local, shared) if use_local else (shared, local)
             if c.slots > 0:
-                heap.replace_top(self.key(c, req, bonus.get(c.idx, 0.0) if use_local else 0.0))
+                join = c.idx in joining
+                if use_local:
+                    heap.replace_top(self.key(c, req, bonus.get(c.idx, 0.0), join))
+                else:
+                    heap.replace_top(self.key(c, req, 0.0))
                 # The node's entry in the other heap is now too pessimistic (packing rises as
                 # a node fills): push a fresh one; the old one is dropped when it surfaces.
-                if use_local or c.idx in bonus:
-                    other.push(self.key(c, req, 0.0 if use_local else bonus[c.idx]))
+                if use_local:
+                    other.push(self.key(c, req, 0.0))
+                elif c.idx in bonus:
+                    other.push(self.key(c, req, bonus[c.idx], join))
             else:
                 heap.pop_top()
         return [], False
+
+    def _spill(self, bonus: dict[int, float], cands: dict[int, _Candidate]) -> _Candidate | None:
+        """The node holding (or pulling) the class's image with the shortest start queue
+        below ``pull_join_cap``, when the alternative is a node without it: a pod queued
+        behind 15 others there starts in ~3.6 s, one sent elsewhere starts a ~20 s pull. None
+        when no holder can take one more (or the join cap is off)."""
+        join = self.settings.pull_join_cap
+        if join is None:
+            return None
+        best: _Candidate | None = None
+        for i in bonus:
+            c = cands[i]
+            if c.slots <= 0 or c.usage.starting >= join:
+                continue
+            if best is None or (c.usage.starting, c.rank) < (best.usage.starting, best.rank):
+                best = c
+        return best
 
     def _level(
         self,
@@ -328,7 +406,47 @@ class Placer:
         name = c.node.name
         # The planner excluded placed, reserved and repeated uids: no need to check again.
         self.model.reserve_many([p.uid for p in pods], name, req, self.deadline, check=False)
+        images = pods[0].shape.images if pods else ()
+        if images and self.settings.incoming_ttl_s > 0:
+            on_node = self.model.images_on(c.node)
+            until = self.now + self.settings.incoming_ttl_s
+            for image in images:
+                if image not in on_node:
+                    self.model.note_incoming(name, image, until)
         self.assignments.extend(Assignment(p.uid, name, p.namespace, p.name) for p in pods)
+
+    # -- groups (scheduler/gang.py) ---------------------------------------------------------
+    def place_gang(self, key: str, pods: list[Pod]) -> bool:
+        """Place a whole group or none of it: filter (the feasible nodes and the members
+        each takes), score (most members first, then the image's holders), reserve (only if
+        the chosen nodes hold every member). False: nothing reserved, every member reported
+        with the group's rejection."""
+        shape = pods[0].shape
+        if any(p.shape != shape for p in pods):
+            self._reject(pods, gang.differ_status(key))
+            return False
+        cands = self.candidates(shape)
+        holders = set(self._image_bonus(shape, cands))
+        slots = {i: c.slots for i, c in cands.items()}
+        chosen = gang.choose_nodes(slots, holders, {i: c.rank for i, c in cands.items()}, len(pods))
+        if chosen is None:
+            fit = sum(slots.values())
+            self._reject(pods, gang.gang_status(key, fit, len(pods), len(cands)))
+            return False
+        pos = 0
+        for i, run in chosen.items():
+            c = cands[i]
+            self._assign(c, pods[pos : pos + run], shape.requests)
+            c.slots -= run
+            pos += run
+        return True
+
+    def _reject(self, pods: list[Pod], status: Status) -> None:
+        message = status.reasons[0]
+        reasons = ((message, len(self.nodes)),)
+        self.unschedulable.extend(
+            Unschedulable(p.uid, message, reasons, p.namespace, p.name) for p in pods
+        )
 
     # -- explaining ------------------------------------------------------------------------
     def explain(self) -> None:

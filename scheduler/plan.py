@@ -78,6 +78,9 @@ class Plan:
     classes: int = 0
     #: Objects that are not valid pods (uid, reason); the rest of the batch is planned.
     rejected: tuple[tuple[str, str], ...] = ()
+    #: Members of groups waiting for the rest of their group (scheduler/gang.py): neither
+    #: placed nor unschedulable yet; a later plan places them with the others.
+    waiting: tuple[str, ...] = ()
 
     def by_node(self) -> dict[str, int]:
         """Pods assigned per node."""

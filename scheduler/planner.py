@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from scheduler import gang
 from scheduler.cluster import ClusterModel
 from scheduler.model import Pod, PodShape
 from scheduler.placer import Placer
@@ -129,14 +130,18 @@ def plan_batch(
     pending: Iterable[Pod | Mapping[str, Any]],
     now: float,
     table: NodeTable | None = None,
+    room: gang.GangRoom | None = None,
 ) -> Plan:
     """Plan ``pending`` onto the model's nodes, reserving every assignment in the ledger.
 
     Pass the same ``table`` (built with the same settings) to successive calls to reuse the
-    per-node facts; without one, they are computed afresh.
+    per-node facts; without one, they are computed afresh. Members of groups wait in
+    ``room`` across calls until their group is complete (without one, a call's own members
+    are all there is); groups are placed before the rest, whole or not at all.
     """
     classes, skipped, rejected = _group(model, pending)
     placer = Placer(model, settings, table or NodeTable(settings), now)
+    waiting = _place_gangs(placer, classes, room or gang.GangRoom(wait_s=0.0), now, settings)
     for base, members in _groups(model, classes):
         placer.place_group(base, members)
     placer.explain()
@@ -147,4 +152,40 @@ def plan_batch(
         tuple(skipped),
         len(classes),
         tuple(rejected),
+        waiting,
     )
+
+
+def _place_gangs(
+    placer: Placer,
+    classes: dict[PodShape, list[Pod]],
+    room: gang.GangRoom,
+    now: float,
+    settings: SchedulerSettings,
+) -> tuple[str, ...]:
+    """Take grouped pods out of ``classes`` into the room, place the groups that are ready
+    (in the order they completed), report those whose wait ran out; the uids still waiting."""
+    for shape in list(classes):
+        pods = classes[shape]
+        grouped = [p for p in pods if p.group is not None]
+        if not grouped:
+            continue
+        for pod in grouped:
+            room.add(pod, now)
+        rest = [p for p in pods if p.group is None]
+        if rest:
+            classes[shape] = rest
+        else:
+            del classes[shape]
+    room.expire(now)
+    ready, timed_out, still = room.ready(now)
+    for key, members in ready:
+        if placer.place_gang(key, members):
+            room.admit(key, now + settings.group_ttl_s)
+    by_group: dict[str, list[Pod]] = {}
+    for pod in timed_out:
+        by_group.setdefault(pod.group or "", []).append(pod)
+    for key, members in by_group.items():
+        size = max(p.group_size for p in members)
+        placer._reject(members, gang.waiting_status(key, len(members), size))
+    return tuple(still)

@@ -61,6 +61,19 @@ class SchedulerSettings:
     #: at 20 (BENCHMARKS.md, "The reference burst"). None disables burst awareness (pure
     #: packing).
     max_starting_per_node: int | None = 5
+    #: Image pulls a node runs at once (the kubelet's maxParallelImagePulls; containerd
+    #: unpacks are disk- and CPU-bound). A node with this many pulls expected from recent
+    #: plans ranks below nodes with fewer for pods whose image it would have to pull too, so
+    #: a burst of unprepared images pulls on many nodes at once instead of queueing behind
+    #: one node's pulls. None: pull queues are not considered.
+    pull_slots_per_node: int | None = 2
+    #: Pods a node may have starting while it pulls their image for earlier pods: they all
+    #: start when the pull ends (16 at 4.5/s is ~3.6 s), where each pod sent elsewhere
+    #: would start another ~20 s pull. None: the start-queue cap applies to them too.
+    pull_join_cap: int | None = 16
+    #: Seconds a placed pod's image counts as being pulled on its node (a cold pull, and a
+    #: queue of them): later pods of the image prefer that node and share the pull.
+    incoming_ttl_s: float = 120.0
     #: When every feasible node's start queue is full, hold the rest of the batch back
     #: (``Plan.deferred``) instead of spreading it evenly over the queues.
     defer_over_cap: bool = False
@@ -71,6 +84,12 @@ class SchedulerSettings:
     #: Seconds a reservation lives after ``finish_binding`` while waiting for the watch to
     #: show the pod bound (kube-scheduler's assumed-pod TTL).
     assume_ttl_s: float = 30.0
+    #: Seconds the members of a group wait for the rest of it before they are reported
+    #: unschedulable ("k of G members pending"; scheduler/gang.py).
+    group_wait_s: float = 30.0
+    #: Seconds a placed group stays admitted: a later member (a replacement) is placed
+    #: without waiting for the others.
+    group_ttl_s: float = 600.0
     weights: ScoreWeights = field(default_factory=ScoreWeights)
     headroom: Headroom = field(default_factory=Headroom)
     #: Seed of the tie-break among equally scored nodes (same input + seed = same plan).
@@ -83,5 +102,11 @@ class SchedulerSettings:
     def __post_init__(self) -> None:
         if self.max_starting_per_node is not None and self.max_starting_per_node < 1:
             raise ValueError("max_starting_per_node must be >= 1 or None")
+        if self.pull_slots_per_node is not None and self.pull_slots_per_node < 1:
+            raise ValueError("pull_slots_per_node must be >= 1 or None")
+        if self.pull_join_cap is not None and self.pull_join_cap < 1:
+            raise ValueError("pull_join_cap must be >= 1 or None")
+        if self.incoming_ttl_s < 0:
+            raise ValueError("incoming_ttl_s must be >= 0")
         if self.assume_ttl_s <= 0 or self.bind_timeout_s <= 0:
             raise ValueError("assume_ttl_s and bind_timeout_s must be > 0")

@@ -17,6 +17,8 @@ from simcluster.apiserver.auth import User, service_account_user
 from simcluster.apiserver.http import ApiServer, ServerSettings
 from simcluster.apiserver.local import LocalApiError, LocalClient
 from simcluster.errors import BadRequest, NotFound, SimclusterError
+from simcluster.kubelet.cri import CriServers
+from simcluster.kubelet.images import PullStats
 from simcluster.kubelet.kubelet import VIRTUAL_LABEL, Kubelet
 from simcluster.kubelet.metrics import KubeletMetrics
 from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
@@ -44,6 +46,8 @@ class ClusterSettings:
     seed: int = 0
     # extra kubeconfigs to write: file name -> "namespace/serviceaccount"
     service_account_kubeconfigs: tuple[tuple[str, str], ...] = ()
+    #: Serve the CRI ImageService of every node on a unix socket (kubelet/cri.py).
+    cri: bool = False
 
 
 class Cluster:
@@ -65,6 +69,10 @@ class Cluster:
         )
         self.kubelets: dict[str, Kubelet] = {}
         self.kubelet_metrics = KubeletMetrics(self.server.metrics.registry)
+        self.pull_stats = PullStats(
+            self.kubelet_metrics.pull_started, self.kubelet_metrics.gc_removed.inc
+        )
+        self.cri: CriServers | None = CriServers(workdir) if settings.cri else None
         if isinstance(self.runtime, ProcessRuntime):
             self.server.dispatcher.log_reader = self.runtime.read_log
         # Process-mode pods listen on loopback addresses: reserve a range no other cluster
@@ -96,6 +104,7 @@ class Cluster:
             ("node-delete", self._fault_delete_node),
             ("kubelet-pause", self._fault_pause),
             ("evict", self._fault_evict),
+            ("pull-fail", self._fault_pull_fail),
         ):
             self.server.admin_handlers[kind] = handler
 
@@ -118,14 +127,21 @@ class Cluster:
                     self.settings.seed,
                     self.kubelet_metrics,
                     network=self.network.first,
+                    pull_stats=self.pull_stats,
                 )
                 self.kubelets[name] = k
                 new.append(k)
             await asyncio.gather(*(k.start() for k in new))
+            if self.cri is not None:
+                for k in new:
+                    await self.cri.add(k.name, k.images)
+                self.cri.write_index()
             if progress is not None:
                 progress(f"nodes ready: {len(self.kubelets)}/{start + count}")
 
     async def stop(self) -> None:
+        if self.cri is not None:
+            await self.cri.close()
         await asyncio.gather(*(k.stop() for k in self.kubelets.values()))
         self.kubelets.clear()
         await self.runtime.close()
@@ -209,6 +225,8 @@ class Cluster:
     async def _fault_delete_node(self, body: dict[str, Any]) -> dict[str, Any]:
         k = self._kubelet(body)
         del self.kubelets[k.name]
+        if self.cri is not None:
+            await self.cri.remove(k.name)
         await k.stop()
         await self._admin.request("delete", "nodes", name=k.name)
         pods = await self._admin.request(
@@ -236,6 +254,15 @@ class Cluster:
         else:
             k.paused.set()
         return {"node": k.name, "paused": not k.paused.is_set()}
+
+    async def _fault_pull_fail(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The next ``times`` pulls of images matching ``image`` (a glob on the normalised
+        name) fail with ErrImagePull, on ``node`` or on every node."""
+        pattern, times = str(body.get("image", "*")), int(body.get("times", 1))
+        kubelets = [self._kubelet(body)] if body.get("node") else list(self.kubelets.values())
+        for k in kubelets:
+            k.images.fail_next[pattern] = times
+        return {"image": pattern, "times": times, "nodes": len(kubelets)}
 
     async def _fault_evict(self, body: dict[str, Any]) -> dict[str, Any]:
         ns, name = str(body.get("namespace", "")), str(body.get("name", ""))

@@ -23,7 +23,7 @@ from simcluster.quantity import to_units
 
 __all__ = ["ProfileError", "builtin_profiles", "load_profile", "parse_profile"]
 
-_TOP = {"description", "seed", "runtime", "apiserver", "nodes", "images", "kubeconfigs"}
+_TOP = {"description", "seed", "runtime", "apiserver", "nodes", "images", "kubeconfigs", "cri"}
 _API = {
     "history",
     "bookmark_interval_s",
@@ -43,7 +43,12 @@ _IMAGES = {
     "pull_parallelism",
     "default_size",
     "sizes",
+    "size_patterns",
     "unpullable",
+    "disk",
+    "gc_high_percent",
+    "gc_low_percent",
+    "status_max_images",
 }
 
 
@@ -119,6 +124,11 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             default_size=to_units(images.get("default_size", "100Mi")),
             sizes={k: to_units(v) for k, v in (images.get("sizes") or {}).items()},
             unpullable=tuple(images.get("unpullable", PullSettings().unpullable)),
+            size_patterns={k: to_units(v) for k, v in (images.get("size_patterns") or {}).items()},
+            disk_bytes=to_units(images.get("disk", 0)),
+            gc_high_percent=int(images.get("gc_high_percent", 85)),
+            gc_low_percent=int(images.get("gc_low_percent", 80)),
+            status_max_images=int(images.get("status_max_images", 50)),
         )
         node = NodeSettings(
             cpu=str(nodes.get("cpu", "16")),
@@ -146,6 +156,7 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             service_account_kubeconfigs=tuple(
                 (k, str(v)) for k, v in (data.get("kubeconfigs") or {}).items()
             ),
+            cri=bool(data.get("cri", False)),
         )
     except (TypeError, ValueError, BadRequest) as e:
         raise ProfileError(f"invalid profile value: {e}") from e

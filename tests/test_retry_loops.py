@@ -284,3 +284,27 @@ async def test_binder_schedules_a_failed_bind_after_the_helpers_delay(tmp_path: 
     (expected,) = expected_delays(settings.retry_backoff, 1.0)
     assert expected >= 1.0
     assert expected - 0.1 < scheduled_in <= expected
+
+
+# --- the light client (node agent) ----------------------------------------------------------
+async def test_light_client_waits_the_helpers_delay_after_a_429() -> None:
+    from kube.credentials import Credentials
+    from kube.light import LightClient
+
+    arrivals = Arrivals()
+
+    async def handler(request: web.Request) -> web.Response:
+        if arrivals.note(request) == 1:
+            return too_many("1")
+        return web.json_response({"kind": "Lease", "metadata": {"name": "l"}})
+
+    settings = ClientSettings(qps=0, backoff_base=0.01, backoff_cap=0.05)
+    async with serve(handler) as url:
+        client = LightClient(Credentials(server=url, ssl=None), settings)
+        client._rng = random.Random(SEED)
+        try:
+            await client.request("GET", "/apis/coordination.k8s.io/v1/leases")
+        finally:
+            await client.close()
+    (expected,) = expected_delays(settings.backoff, 1.0)
+    assert_waited(arrivals.gap("GET /apis/coordination.k8s.io/v1/leases"), expected)

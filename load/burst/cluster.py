@@ -38,6 +38,10 @@ class MetricsReader:
         )
 
     async def read(self) -> ApiCounters:
+        return parse_metrics(await self.text())
+
+    async def text(self) -> str:
+        """The whole /metrics text (the kubelets' image-pull figures are in it too)."""
         async with (
             aiohttp.ClientSession() as session,
             session.get(
@@ -48,7 +52,7 @@ class MetricsReader:
             ) as resp,
         ):
             resp.raise_for_status()
-            return parse_metrics(await resp.text())
+            return await resp.text()
 
 
 async def count_pods(client: KubeClient, namespace: str, label_selector: str) -> int:

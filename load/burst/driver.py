@@ -94,6 +94,8 @@ class FacadeDriver:
     image: str
     batch: int = 100
     max_attempts: int = 20
+    #: A per-task image mix: request k asks for ``images[k % len(images)]`` (else ``image``).
+    images: tuple[str, ...] = ()
     stats: FireStats = field(default_factory=FireStats)
     _session: aiohttp.ClientSession | None = None
 
@@ -107,9 +109,9 @@ class FacadeDriver:
             )
         return self._session
 
-    def _spec(self) -> dict[str, Any]:
+    def _spec(self, k: int = 0) -> dict[str, Any]:
         return {
-            "image": self.image,
+            "image": self.images[k % len(self.images)] if self.images else self.image,
             "class": DEFAULT_CLASS,
             "owner": self.owner,
             "ttl_s": DEFAULT_TTL_S,
@@ -129,7 +131,7 @@ class FacadeDriver:
             attempt += 1
             key = f"{self.owner}-{k}-{attempt}"
             self.stats.sent += 1
-            status, body, retry_after = await self._post(size, key)
+            status, body, retry_after = await self._post(size, key, k)
             if status == 429:
                 self.stats.throttled += 1
                 await asyncio.sleep(retry_after)
@@ -153,12 +155,12 @@ class FacadeDriver:
         if size:
             self._fail("gave-up", size)
 
-    async def _post(self, size: int, key: str) -> tuple[int, dict[str, Any], float]:
+    async def _post(self, size: int, key: str, k: int = 0) -> tuple[int, dict[str, Any], float]:
         headers = {"Idempotency-Key": key}
         if self.batch == 1:
-            path, payload = "/v1/sandboxes", self._spec()
+            path, payload = "/v1/sandboxes", self._spec(k)
         else:
-            path, payload = "/v1/batches", {"spec": self._spec(), "count": size}
+            path, payload = "/v1/batches", {"spec": self._spec(k), "count": size}
         async with self._http().post(path, json=payload, headers=headers) as resp:
             body = await resp.json(content_type=None)
             retry_after = float(resp.headers.get("Retry-After") or 1.0)

@@ -1,4 +1,4 @@
-"""The trainer's ``sandman`` command: ``create``, ``exec``, ``ls``, ``rm``.
+"""The trainer's ``sandman`` command: ``create``, ``exec``, ``ls``, ``rm``, ``prepare``.
 
 For poking at a running Sandman by hand (and for shell scripts): every command is a thin use
 of the SDK, with the connection from ``--url``/``--token`` or ``SANDMAN_URL``/
@@ -16,8 +16,9 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
-from .sdk import AsyncSandman, SandmanError
+from .sdk import AsyncSandman, PreparationTimeout, SandmanError
 from .wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S
+from .wire.prepare import DEFAULT_PREPARE_TTL_S
 
 __all__ = ["main"]
 
@@ -113,7 +114,49 @@ async def _rm(client: AsyncSandman, args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS: dict[str, Command] = {"create": _create, "exec": _exec, "ls": _ls, "rm": _rm}
+def _image_counts(values: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in values:
+        image, sep, count = item.rpartition("=")
+        if not sep:
+            image, count = item, "1"
+        if not image or not count.isdigit():
+            raise SystemExit(f"error: invalid_image_count: {item!r} is not IMAGE[=COUNT]")
+        out[image] = int(count)
+    return out
+
+
+async def _prepare(client: AsyncSandman, args: argparse.Namespace) -> int:
+    if bool(args.images) == bool(args.status):
+        raise SystemExit("error: invalid_arguments: give IMAGE[=COUNT]... or --status ID")
+    if args.status:
+        prep = await client.get_preparation(args.status)
+    else:
+        prep = await client.prepare(_image_counts(args.images), ttl_s=args.ttl)
+        print(prep.id)
+    if args.wait is not None:
+        try:
+            await prep.wait_ready(args.wait, timeout_s=args.timeout)
+        except PreparationTimeout as e:
+            print(f"error: {e.reason}: {e.message}", file=sys.stderr)
+            return EXIT_TIMEOUT
+    view = prep.view
+    eta = "-" if view.eta_s is None else f"{view.eta_s:g}s"
+    ready = f"{prep.fraction_ready:.0%} of {view.sandboxes_expected} sandboxes"
+    print(f"{view.phase} {ready} eta {eta}")
+    for image in view.images:
+        failed = f" failed on {len(image.failures)}" if image.failures else ""
+        print(f"  {image.image}: {image.nodes_ready}/{image.nodes_wanted} nodes{failed}")
+    return 0
+
+
+_COMMANDS: dict[str, Command] = {
+    "create": _create,
+    "exec": _exec,
+    "ls": _ls,
+    "rm": _rm,
+    "prepare": _prepare,
+}
 
 
 def _add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -150,6 +193,17 @@ def _add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     rm = commands.add_parser("rm", parents=[conn], help="release sandboxes by id or by owner")
     rm.add_argument("ids", nargs="*")
     rm.add_argument("--owner", default=None)
+
+    prep = commands.add_parser(
+        "prepare", parents=[conn], help="announce images ahead of a burst; prints the id"
+    )
+    prep.add_argument("images", nargs="*", metavar="IMAGE[=COUNT]", help="sandboxes expected")
+    prep.add_argument("--status", metavar="ID", help="show an earlier announcement instead")
+    prep.add_argument(
+        "--ttl", type=int, default=DEFAULT_PREPARE_TTL_S, help="seconds (default %(default)s)"
+    )
+    prep.add_argument("--wait", type=float, metavar="FRACTION", help="wait until this ready")
+    prep.add_argument("--timeout", type=float, default=600.0, help="seconds to wait")
 
 
 def _parser() -> argparse.ArgumentParser:

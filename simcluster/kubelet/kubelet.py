@@ -25,7 +25,7 @@ from simcluster.apiserver.local import LocalApiError, LocalClient
 from simcluster.apiserver.meta import rfc3339
 from simcluster.apiserver.pods import pod_requests
 from simcluster.kubelet.admission import Capacity, admit
-from simcluster.kubelet.images import ImageCache, normalize_image
+from simcluster.kubelet.images import ImageCache, PullStats, normalize_image
 from simcluster.kubelet.limits import CreationLimiter
 from simcluster.kubelet.metrics import KubeletMetrics
 from simcluster.kubelet.node import NodePresence
@@ -58,6 +58,7 @@ class _PodState:
     task: asyncio.Task[None] | None = None
     terminating: bool = False
     restarts: int = 0
+    images: tuple[str, ...] = ()
 
 
 class Kubelet:
@@ -71,6 +72,7 @@ class Kubelet:
         seed: int = 0,
         metrics: KubeletMetrics | None = None,
         network: int = 1,
+        pull_stats: PullStats | None = None,
     ) -> None:
         self.name = name
         self.index = index
@@ -83,7 +85,13 @@ class Kubelet:
         self.pods: dict[str, _PodState] = {}
         self._rng = random.Random(seed * 100_003 + index)
         self.node = NodePresence(name, self.ip, client, settings, runtime.name, self._rng, metrics)
-        self.images = ImageCache(settings.pull, settings.preloaded_images, self.node.mark_dirty)
+        self.images = ImageCache(
+            settings.pull,
+            settings.preloaded_images,
+            self.node.mark_dirty,
+            in_use=self._images_in_use,
+            stats=pull_stats,
+        )
         self.limiter = CreationLimiter(settings.creation_rate, settings.creation_concurrency)
         self.paused = asyncio.Event()
         self.paused.set()  # set = running
@@ -95,6 +103,10 @@ class Kubelet:
         self.started = 0  # pods that reached Running
         self.metrics = metrics
         self.node.images = self.images
+
+    def _images_in_use(self) -> set[str]:
+        """Images of the node's active pods: the image GC never removes them."""
+        return {i for st in self.pods.values() if st.active for i in st.images}
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
@@ -183,7 +195,9 @@ class Kubelet:
     def _track(self, pod: Obj, active: bool) -> _PodState:
         meta = pod["metadata"]
         cpu, mem = pod_requests(pod)
+        images = tuple(c.get("image", "") for c in (pod.get("spec") or {}).get("containers") or ())
         st = _PodState(meta["uid"], meta["namespace"], meta["name"], cpu, mem, active)
+        st.images = images
         self.pods[st.uid] = st
         return st
 
@@ -238,6 +252,7 @@ class Kubelet:
                     await self.images.ensure(
                         c.get("image", ""), c.get("imagePullPolicy", "IfNotPresent")
                     )
+                    self.images.touch(c.get("image", ""))
                 st.ip = self._free_ips.popleft()
                 s = self.settings
                 await asyncio.sleep(

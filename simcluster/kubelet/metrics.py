@@ -1,10 +1,12 @@
 """Kubelet-side metrics, published in the API server's registry (one /metrics for all):
 pod starts and their latency from admission to Running, admission rejections by reason,
-image pulls. A burst report reads the start-latency histogram next to the API counters."""
+image pulls (per image, and the most pulls of one image in flight at once across the
+cluster: the registry fan-out), images removed by the image GC. A burst report reads the
+start-latency histogram and the pull figures next to the API counters."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["KubeletMetrics"]
 
@@ -31,3 +33,25 @@ class KubeletMetrics:
         self.pulls = Counter(
             "simcluster_kubelet_image_pulls", "Image pulls completed.", registry=registry
         )
+        self.pulls_by_image = Counter(
+            "simcluster_image_pulls_by_image",
+            "Image pulls started, per normalised image, all nodes together.",
+            ["image"],
+            registry=registry,
+        )
+        self.pull_peak = Gauge(
+            "simcluster_image_pull_peak_concurrency",
+            "Most pulls of one image in flight at once across the cluster so far.",
+            ["image"],
+            registry=registry,
+        )
+        self.gc_removed = Counter(
+            "simcluster_kubelet_image_gc_removed",
+            "Images removed by the simulated kubelets' image garbage collection.",
+            registry=registry,
+        )
+
+    def pull_started(self, image: str, peak: int) -> None:
+        """A pull of ``image`` started; ``peak``: the most of its pulls in flight so far."""
+        self.pulls_by_image.labels(image).inc()
+        self.pull_peak.labels(image).set(peak)

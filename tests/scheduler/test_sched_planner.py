@@ -259,7 +259,7 @@ def test_invalid_pods_are_rejected_without_failing_the_batch() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_levelling_prefers_nodes_holding_the_image(seed: int) -> None:
-    s = Scheduler(SchedulerSettings(max_starting_per_node=1, seed=seed))
+    s = Scheduler(SchedulerSettings(max_starting_per_node=1, seed=seed, pull_join_cap=None))
     s.upsert_node(node_json("a", images=["registry.local/a:1"]))
     s.upsert_node(node_json("b", images=["registry.local/b:1"]))
     batch = sandboxes(2, prefix="a", image="registry.local/a:1")
@@ -270,6 +270,20 @@ def test_levelling_prefers_nodes_holding_the_image(seed: int) -> None:
     assert (placed["a0"], placed["a1"]) == ("a", "b")
     assert sorted([placed["b0"], placed["b1"]]) == ["a", "b"]
     assert placed["b0"] == "b"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_pods_wait_in_a_holders_queue_rather_than_pull_elsewhere(seed: int) -> None:
+    """The same batch with pull_join_cap (the default): a1 would start a pull on b, so it
+    queues behind a0 on a (up to pull_join_cap starting there) instead; each node takes the
+    pods of its own image and nothing is pulled."""
+    s = Scheduler(SchedulerSettings(max_starting_per_node=1, seed=seed))
+    s.upsert_node(node_json("a", images=["registry.local/a:1"]))
+    s.upsert_node(node_json("b", images=["registry.local/b:1"]))
+    batch = sandboxes(2, prefix="a", image="registry.local/a:1")
+    batch += sandboxes(2, prefix="b", image="registry.local/b:1")
+    placed = {a.uid: a.node for a in s.plan(batch, now=0.0).assignments}
+    assert placed == {"a0": "a", "a1": "a", "b0": "b", "b1": "b"}
 
 
 def test_assignments_render_the_binding_body() -> None:

@@ -30,11 +30,13 @@ from aiohttp import web
 
 from sandman.sdk import (
     AsyncFiles,
+    AsyncPreparation,
     AsyncProcesses,
     AsyncSandbox,
     AsyncSandman,
     AsyncSession,
     Files,
+    Preparation,
     Processes,
     Sandbox,
     Sandman,
@@ -47,6 +49,7 @@ TWINS: dict[type, type] = {
     AsyncSession: Session,
     AsyncFiles: Files,
     AsyncProcesses: Processes,
+    AsyncPreparation: Preparation,
 }
 #: Async name -> blocking name where the protocols differ.
 RENAMED = {"aclose": "close", "__aenter__": "__enter__", "__aexit__": "__exit__"}

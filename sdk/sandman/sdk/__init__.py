@@ -3,7 +3,8 @@
 Modules, bottom up: ``errors`` (typed exceptions), ``settings`` (timeouts, limits, retry
 policy), ``transport`` (the facade connection with retries), ``results`` (what tool calls
 return), ``tools`` (sessions, files, processes), ``sandbox`` (``AsyncSandbox``), ``client``
-(``AsyncSandman``: create, batches, list, owner lease), ``sync`` (the blocking wrappers).
+(``AsyncSandman``: create, batches, list, owner lease, ``prepare``), ``preparation``
+(``AsyncPreparation``: an announcement's progress), ``sync`` (the blocking wrappers).
 Public names are re-exported from :mod:`sandman`.
 """
 
@@ -19,6 +20,8 @@ from .errors import (
     InvalidRequest,
     NotFound,
     PermissionDenied,
+    PreparationFailed,
+    PreparationTimeout,
     QuotaExceeded,
     RateLimited,
     RetriableError,
@@ -35,15 +38,17 @@ from .errors import (
     Unauthenticated,
     Unschedulable,
 )
+from .preparation import AsyncPreparation
 from .results import CommandResult, ProcessLogs, SessionResult, StreamEvent
 from .sandbox import AsyncSandbox
 from .settings import Limits, RetryPolicy, Timeouts
-from .sync import Files, Processes, Sandbox, Sandman, Session
+from .sync import Files, Preparation, Processes, Sandbox, Sandman, Session
 from .tools import AsyncFiles, AsyncProcesses, AsyncSession
 
 __all__ = [
     "AdmissionFailed",
     "AsyncFiles",
+    "AsyncPreparation",
     "AsyncProcesses",
     "AsyncSandbox",
     "AsyncSandman",
@@ -60,6 +65,9 @@ __all__ = [
     "Limits",
     "NotFound",
     "PermissionDenied",
+    "Preparation",
+    "PreparationFailed",
+    "PreparationTimeout",
     "ProcessLogs",
     "Processes",
     "QuotaExceeded",

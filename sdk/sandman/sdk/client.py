@@ -19,7 +19,8 @@ import asyncio
 import builtins
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 
 import anyio
@@ -39,8 +40,11 @@ from sandman.wire.facade import (
     SandboxList,
 )
 from sandman.wire.facade import Sandbox as SandboxView
+from sandman.wire.prepare import DEFAULT_PREPARE_TTL_S, ImageRequest, PrepareImages
+from sandman.wire.prepare import Preparation as PreparationView
 
 from .errors import SandmanError, error_for
+from .preparation import AsyncPreparation
 from .sandbox import AsyncSandbox
 from .settings import Limits, RetryPolicy, Timeouts, resolve_token, resolve_url
 from .transport import Transport
@@ -189,20 +193,25 @@ class AsyncSandman:
         wait: bool = True,
         timeout_s: float | None = None,
         idempotency_key: str | None = None,
+        group: str | None = None,
     ) -> list[AsyncSandbox]:
         """``n`` sandboxes from one spec: one ``POST /v1/batches`` per 5000, members that
         failed (e.g. throttled) retried with the same key, then all waited for at once.
 
         All or nothing: if any member cannot be created or does not become ready, every
-        member is released and the first error is raised.
+        member is released and the first error is raised. With ``group`` (a DNS label,
+        unique per step, e.g. ``f"s{step}-t{task}"``) the scheduler also places them all or
+        nothing, on as few nodes as fit (one image pull per group); at most 5000.
         """
+        if group is not None and n > MAX_BATCH:
+            raise ValueError(f"a group has at most {MAX_BATCH} sandboxes, not {n}")
         spec = self._spec(image, sandbox_class, ttl_s, idle_timeout_s, env, labels)
         key = idempotency_key or uuid.uuid4().hex
         chunks = [(i, min(MAX_BATCH, n - i)) for i in range(0, n, MAX_BATCH)]
         sandboxes: list[AsyncSandbox] = []
         try:
             for start, count in chunks:
-                views = await self._batch(spec, count, f"{key}-{start}")
+                views = await self._batch(spec, count, f"{key}-{start}", group)
                 sandboxes += [AsyncSandbox(self.transport, v) for v in views]
             if wait:
                 await _wait_all(sandboxes, timeout_s, self.transport.limits.wait_concurrency)
@@ -211,8 +220,10 @@ class AsyncSandman:
             raise
         return sandboxes
 
-    async def _batch(self, spec: CreateSandbox, count: int, key: str) -> list[SandboxView]:
-        body = CreateBatch(spec=spec, count=count)
+    async def _batch(
+        self, spec: CreateSandbox, count: int, key: str, group: str | None = None
+    ) -> list[SandboxView]:
+        body = CreateBatch(spec=spec, count=count, group=group)
         attempt = 0
         while True:
             attempt += 1
@@ -238,6 +249,45 @@ class AsyncSandman:
             log.info("%d of %d members not created (%s); retry %d in %.2f s",
                      len(result.failed), count, first.reason, attempt, delay)  # fmt: skip
             await asyncio.sleep(delay)
+
+    # --- prepare --------------------------------------------------------------------------
+    async def prepare(
+        self,
+        images: Mapping[str, int],
+        *,
+        deadline: datetime | None = None,
+        ttl_s: int = DEFAULT_PREPARE_TTL_S,
+        idempotency_key: str | None = None,
+    ) -> AsyncPreparation:
+        """Announce images ahead of a burst: image -> sandboxes expected from it.
+
+        The controller has enough nodes pull each image that its sandboxes start without
+        waiting for a pull; ``deadline`` (timezone-aware) orders announcements, ``ttl_s``
+        is how long this one counts. Returns at once; ``await prep.wait_ready(fraction)``
+        waits until enough is ready. Typical use: announce step t+1 during step t.
+        """
+        body = PrepareImages(
+            images=[ImageRequest(image=i, count=n) for i, n in images.items()],
+            deadline=deadline,
+            ttl_s=ttl_s,
+            owner=self.owner,
+        )
+        view = await self.transport.request(
+            "POST",
+            "/v1/prepare",
+            PreparationView,
+            body=body,
+            headers={"Idempotency-Key": idempotency_key or uuid.uuid4().hex},
+            idempotent=True,
+        )
+        return AsyncPreparation(self.transport, view)
+
+    async def get_preparation(self, preparation_id: str) -> AsyncPreparation:
+        """An earlier announcement by its id (e.g. from another process of the run)."""
+        view = await self.transport.request(
+            "GET", f"/v1/prepare/{preparation_id}", PreparationView, idempotent=True
+        )
+        return AsyncPreparation(self.transport, view)
 
     # --- read -----------------------------------------------------------------------------
     async def get(self, sandbox_id: str) -> AsyncSandbox:

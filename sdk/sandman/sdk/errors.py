@@ -32,6 +32,8 @@ __all__ = [
     "InvalidRequest",
     "NotFound",
     "PermissionDenied",
+    "PreparationFailed",
+    "PreparationTimeout",
     "QuotaExceeded",
     "RateLimited",
     "RetriableError",
@@ -183,6 +185,14 @@ class Unschedulable(SandboxTimeout):
     message says why)."""
 
 
+class PreparationFailed(TerminalError):
+    """An announcement (``client.prepare``) that cannot get ready: Invalid or Expired."""
+
+
+class PreparationTimeout(TerminalError):
+    """``wait_ready`` of an announcement timed out; the announcement still counts."""
+
+
 _BY_REASON: dict[str, type[SandmanError]] = {
     "quota_exceeded": QuotaExceeded,
     "rate_limited": RateLimited,
@@ -199,6 +209,7 @@ _BY_REASON: dict[str, type[SandmanError]] = {
     "unschedulable": Unschedulable,
     "image_pull_failed": ImagePullFailed,
     "admission_failed": AdmissionFailed,
+    "preparation_timeout": PreparationTimeout,
     # The facade's secret or the pod changed under us: retrying the same call will not help.
     "daemon_rejected_token": ServerError,
 }

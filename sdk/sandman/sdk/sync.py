@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -30,14 +31,17 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from sandman.wire.daemon import DaemonInfo, DirEntry, FileStat, ProcessInfo
 from sandman.wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S, ClassInfo, LeaseStatus
 from sandman.wire.facade import Sandbox as SandboxView
+from sandman.wire.prepare import DEFAULT_PREPARE_TTL_S
+from sandman.wire.prepare import Preparation as PreparationView
 
 from .client import AsyncSandman
+from .preparation import AsyncPreparation
 from .results import CommandResult, ProcessLogs, SessionResult, StreamEvent
 from .sandbox import AsyncSandbox
 from .settings import Limits, RetryPolicy, Timeouts
 from .tools import AsyncFiles, AsyncProcesses, AsyncSession
 
-__all__ = ["Files", "Processes", "Sandbox", "Sandman", "Session"]
+__all__ = ["Files", "Preparation", "Processes", "Sandbox", "Sandman", "Session"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -312,6 +316,40 @@ class Sandbox(_Bound):
         return self._call(self.async_sandbox.info)
 
 
+class Preparation(_Bound):
+    """Blocking twin of :class:`AsyncPreparation`."""
+
+    def __init__(self, portal: BlockingPortal, preparation: AsyncPreparation) -> None:
+        super().__init__(portal)
+        self.async_preparation = preparation
+
+    def __repr__(self) -> str:
+        return repr(self.async_preparation).replace("<Async", "<", 1)
+
+    @property
+    def id(self) -> str:
+        return self.async_preparation.id
+
+    @property
+    def view(self) -> PreparationView:
+        return self.async_preparation.view
+
+    @property
+    def fraction_ready(self) -> float:
+        return self.async_preparation.fraction_ready
+
+    @_twin_of(AsyncPreparation.refresh)
+    def refresh(self) -> PreparationView:
+        return self._call(self.async_preparation.refresh)
+
+    @_twin_of(AsyncPreparation.wait_ready)
+    def wait_ready(
+        self, fraction: float = 1.0, *, timeout_s: float = 600.0, poll_s: float = 1.0
+    ) -> Preparation:
+        self._call(self.async_preparation.wait_ready, fraction, timeout_s=timeout_s, poll_s=poll_s)
+        return self
+
+
 class Sandman(_Bound):
     """Blocking twin of :class:`AsyncSandman` (same arguments, same semantics).
 
@@ -426,6 +464,7 @@ class Sandman(_Bound):
         wait: bool = True,
         timeout_s: float | None = None,
         idempotency_key: str | None = None,
+        group: str | None = None,
     ) -> builtins.list[Sandbox]:
         created = self._call(
             self.async_client.create_many,
@@ -439,6 +478,7 @@ class Sandman(_Bound):
             wait=wait,
             timeout_s=timeout_s,
             idempotency_key=idempotency_key,
+            group=group,
         )
         return [self._wrap(s) for s in created]
 
@@ -460,6 +500,30 @@ class Sandman(_Bound):
             owner=owner, all_owners=all_owners, labels=labels, state=state, page_size=page_size
         )
         return (self._wrap(s) for s in self._iterate(pages))
+
+    @_twin_of(AsyncSandman.prepare)
+    def prepare(
+        self,
+        images: Mapping[str, int],
+        *,
+        deadline: datetime | None = None,
+        ttl_s: int = DEFAULT_PREPARE_TTL_S,
+        idempotency_key: str | None = None,
+    ) -> Preparation:
+        announced = self._call(
+            self.async_client.prepare,
+            images,
+            deadline=deadline,
+            ttl_s=ttl_s,
+            idempotency_key=idempotency_key,
+        )
+        return Preparation(self._portal, announced)
+
+    @_twin_of(AsyncSandman.get_preparation)
+    def get_preparation(self, preparation_id: str) -> Preparation:
+        return Preparation(
+            self._portal, self._call(self.async_client.get_preparation, preparation_id)
+        )
 
     @_twin_of(AsyncSandman.classes)
     def classes(self) -> builtins.list[ClassInfo]:

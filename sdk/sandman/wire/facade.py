@@ -111,6 +111,10 @@ LabelName = Annotated[str, msgspec.Meta(pattern=LABEL_NAME_PATTERN)]
 LabelValue = Annotated[str, msgspec.Meta(pattern=LABEL_VALUE_PATTERN)]
 #: What makes a retried create the same create (pod names are derived from it).
 IdempotencyKey = Annotated[str, msgspec.Meta(pattern=_whole("[!-~]{1,255}"))]
+#: A group's name: a DNS label (it is written into the pods' annotations).
+GroupName = Annotated[
+    str, msgspec.Meta(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+]
 
 
 # The create spec, one type for both sides: the SDK builds it, the facade decodes it and
@@ -129,10 +133,15 @@ class CreateSandbox(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 class CreateBatch(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    """``count`` sandboxes from one spec, in one request (bursts need it)."""
+    """``count`` sandboxes from one spec, in one request (bursts need it).
+
+    With ``group`` (e.g. one GRPO task's G rollouts) the sandboxes are placed all or
+    nothing, on as few nodes as fit: one pull of the image per group instead of one per
+    sandbox, and no step waiting on a half-placed group. Name each group once per step."""
 
     spec: CreateSandbox
     count: Annotated[int, msgspec.Meta(ge=1, le=MAX_BATCH)]
+    group: GroupName | None = None
 
 
 class Sandbox(msgspec.Struct, kw_only=True):

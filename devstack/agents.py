@@ -1,0 +1,125 @@
+"""One node agent per simulated node, all in one process: ``python -m devstack.agents``.
+
+Why one process: a real cluster runs one agent per node (a DaemonSet), each ~50 MiB; 400
+agent processes would take 20 GiB on this 24 GiB machine. Here every node gets its own
+:class:`daemon.node.agent.NodeAgent` — the production core: its own CRI channel to its
+node's socket, its own Lease watch, its own pulls, write bounds and Events — on one event
+loop, sharing one API client (one connection pool; the watches have a connection each) and
+one metrics registry (counters add up over the nodes). docs/node-agent.md, "Running at
+scale", has the measured RSS and CPU.
+
+The socket map is simcluster's ``<workdir>/cri-sockets.json``. ``--set key=value`` sets any
+:class:`daemon.node.settings.AgentSettings` field for every agent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+import time
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from daemon.node.agent import NodeAgent
+from daemon.node.app import serve_health
+from daemon.node.cri import ImageClient
+from daemon.node.metrics import AgentMetrics
+from daemon.node.settings import AgentSettings
+from kube.light import LightClient
+from kube.settings import ClientSettings
+
+__all__ = ["main", "run_agents"]
+
+log = logging.getLogger("devstack.agents")
+
+
+def _coerce(name: str, value: str) -> Any:
+    defaults = {f.name: f.default for f in fields(AgentSettings)}
+    if name not in defaults:
+        raise SystemExit(f"unknown agent setting {name!r}")
+    default = defaults[name]
+    if isinstance(default, bool | int | float) and not isinstance(default, str):
+        return type(default)(value)
+    return value
+
+
+async def run_agents(
+    base: AgentSettings, sockets: dict[str, str], health_port: int, ready_file: Path | None
+) -> None:
+    metrics = AgentMetrics()
+    # One pool for every agent's requests; watches open their own connections.
+    client_settings = ClientSettings(qps=0, burst=0, max_connections=32, user_agent=base.component)
+    started = time.monotonic()
+    async with await LightClient.connect(client_settings, kubeconfig=base.kubeconfig) as client:
+        agents = []
+        for node, socket in sorted(sockets.items()):
+            settings = replace(base, node_name=node, cri_socket=socket)
+            agents.append(NodeAgent(settings, client, ImageClient(socket), metrics))
+
+        def healthy() -> tuple[bool, str]:
+            fresh = sum(1 for a in agents if a.reconciles)
+            return fresh == len(agents), f"{fresh}/{len(agents)} agents reconciled"
+
+        server = await serve_health(base.health_host, health_port, healthy, metrics)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for agent in agents:
+                    tg.create_task(agent.run())
+                while not all(a.reconciles for a in agents):  # noqa: ASYNC110 - a start-up poll
+                    await asyncio.sleep(0.2)
+                took = time.monotonic() - started
+                url = f"http://{base.health_host}:{port}/metrics"
+                print(f"agents ready: {len(agents)} nodes in {took:.1f} s, metrics on {url}",
+                      flush=True)  # fmt: skip
+                if ready_file is not None:
+                    ready_file.write_text(json.dumps({"agents": len(agents), "port": port}))
+        finally:
+            server.close()
+            for agent in agents:
+                await agent.images.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m devstack.agents", description=__doc__)
+    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--sockets", required=True, help="simcluster's cri-sockets.json")
+    p.add_argument("--namespace", default="sandman-system")
+    p.add_argument("--state-dir", required=True)
+    p.add_argument("--health-port", type=int, default=0)
+    p.add_argument("--ready-file", help="written once every agent reconciled")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--log-level", default="WARNING")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=a.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    overrides = dict(kv.split("=", 1) for kv in a.set)
+    base = AgentSettings(
+        node_name="-",
+        namespace=a.namespace,
+        kubeconfig=a.kubeconfig,
+        state_dir=a.state_dir,
+        **{k.replace("-", "_"): _coerce(k.replace("-", "_"), v) for k, v in overrides.items()},
+    )
+    sockets = json.loads(Path(a.sockets).read_text())
+    ready = Path(a.ready_file) if a.ready_file else None
+    return asyncio.run(_run(base, sockets, a.health_port, ready))
+
+
+async def _run(base: AgentSettings, sockets: dict[str, str], port: int, ready: Path | None) -> int:
+    task = asyncio.create_task(run_agents(base, sockets, port, ready))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
