@@ -97,11 +97,6 @@ def _validate(body: PrepareImages) -> None:
         raise FacadeError(
             400, "duplicate_image", f"image {dup[1]!r} is named twice (at images[{dup[0]}])"
         )
-    for i, item in enumerate(body.images):
-        if any(c.isspace() for c in item.image):
-            raise FacadeError(
-                400, "invalid_image", f"invalid image reference {item.image!r} (at images[{i}])"
-            )
 
 
 def _name(tenant: Tenant, key: str | None) -> str:

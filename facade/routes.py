@@ -47,6 +47,9 @@ class FacadeRoute(Route):
     header_types: tuple[tuple[str, Any], ...] = ()
     #: What the document adds to the summary: rules no schema can state.
     description: str = ""
+    #: The answer to a repeat under a used Idempotency-Key (the existing object, not created
+    #: again), when it differs from ``status``.
+    replay_status: int | None = None
 
 
 ROUTES: tuple[FacadeRoute, ...] = (
@@ -61,6 +64,7 @@ ROUTES: tuple[FacadeRoute, ...] = (
         errors=_WRITE_ERRORS,
         header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
         description=_CLASS_NOTE,
+        replay_status=200,
     ),
     FacadeRoute(
         "POST",
@@ -139,6 +143,8 @@ ROUTES: tuple[FacadeRoute, ...] = (
         status=201,
         errors=_WRITE_ERRORS,
         header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
+        description="400 `duplicate_image`: an image is named twice in `images`.",
+        replay_status=200,
     ),
     FacadeRoute(
         "GET",
@@ -227,6 +233,10 @@ def build_document() -> dict[str, Any]:
         operation.pop("parameters", None)
         if params := _parameters(route):
             head["parameters"] = params
+        if route.replay_status is not None:
+            ok = operation["responses"][str(route.status)]
+            replay = ok | {"description": "the same request under a used Idempotency-Key"}
+            operation["responses"][str(route.replay_status)] = replay
         methods[route.method.lower()] = head | operation
     document["paths"] = dict(sorted((document["paths"] | _proxied_paths()).items()))
     return document

@@ -213,10 +213,11 @@ async def test_the_agent_stays_under_50_mib_and_loads_no_heavy_client(
         await plan(api, agent.lease, TASKS)
         await wait_until_async(lambda: _has(api, agent.lease, TASKS), timeout_s=30)
         rss = psutil.Process(agent.process.pid).memory_info().rss
+        print(f"agent RSS {rss / MiB:.1f} MiB")
         assert rss <= 50 * MiB, f"RSS {rss / MiB:.1f} MiB"
     probe = (
         "import sys, daemon.node.__main__, daemon.node.app, daemon.node.agent;"
-        "print(sorted(m for m in ('kr8s', 'aiohttp', 'httpx', 'kube.client') if m in sys.modules))"
+        "print(sorted(m for m in ('kr8s', 'aiohttp', 'httpx', 'kube.client', 'prometheus_client') if m in sys.modules))"
     )
     out = await asyncio.to_thread(
         subprocess.run, [sys.executable, "-c", probe], capture_output=True, text=True, check=True

@@ -8,11 +8,7 @@ share one definition of the contract. That includes the query strings (``GetQuer
 ``ListQuery``, ``OwnerQuery``) and the owner in a path: every rule a request must follow is
 a constraint here, so a request the document calls valid is one the server accepts.
 
-**Patterns are written for two regex engines.** The server checks them with Python's ``re``
-(msgspec), a JSON Schema reader with ECMA-262's. They agree except at ``$``, which in Python
-also matches before a final newline (``"run-1\n"`` would pass ``^[a-z0-9-]+$``); every
-pattern here therefore ends in ``$(?!\n)`` (:func:`_whole`), which means "end of the string"
-in both.
+Every pattern matches whole strings alike in Python and ECMA-262 (``sandman.wire.patterns``).
 """
 
 from __future__ import annotations
@@ -20,6 +16,8 @@ from __future__ import annotations
 from typing import Annotated, Final, Literal
 
 import msgspec
+
+from .patterns import ImageRef, whole
 
 __all__ = [
     "DEFAULT_CLASS",
@@ -68,16 +66,11 @@ DEFAULT_PAGE: Final = 100
 RESERVED_ENV_PREFIX: Final = "SANDMAN_"
 
 
-def _whole(body: str) -> str:
-    """A pattern matching whole strings alike in Python and ECMA-262 (module docstring)."""
-    return f"^(?:{body})$(?!\\n)"
-
-
 _LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
 #: A Kubernetes label name (the part after the prefix) and label value.
-LABEL_NAME_PATTERN: Final = _whole(_LABEL_NAME)
-LABEL_VALUE_PATTERN: Final = _whole(_LABEL_VALUE)
+LABEL_NAME_PATTERN: Final = whole(_LABEL_NAME)
+LABEL_VALUE_PATTERN: Final = whole(_LABEL_VALUE)
 
 SandboxState = Literal["pending", "starting", "ready", "failed", "terminated", "releasing"]
 """``pending``: not on a node yet; ``starting``: bound, daemon not ready; ``ready``: tool calls
@@ -95,22 +88,20 @@ OwnerName = Annotated[
         description="a Kubernetes label value, 1-63 characters",
     ),
 ]
-#: OCI references are printable ASCII without spaces.
-ImageRef = Annotated[str, msgspec.Meta(min_length=1, max_length=512, pattern=_whole("[!-~]+"))]
 EnvName = Annotated[
     str,
     msgspec.Meta(
-        pattern=_whole(f"(?!{RESERVED_ENV_PREFIX})[-._a-zA-Z][-._a-zA-Z0-9]*"),
+        pattern=whole(f"(?!{RESERVED_ENV_PREFIX})[-._a-zA-Z][-._a-zA-Z0-9]*"),
         max_length=256,
         description=f"a variable name; the `{RESERVED_ENV_PREFIX}` prefix is reserved",
     ),
 ]
 #: A process's environment cannot hold NUL.
-EnvValue = Annotated[str, msgspec.Meta(pattern=_whole("[^\\x00]*"), max_length=32768)]
+EnvValue = Annotated[str, msgspec.Meta(pattern=whole("[^\\x00]*"), max_length=32768)]
 LabelName = Annotated[str, msgspec.Meta(pattern=LABEL_NAME_PATTERN)]
 LabelValue = Annotated[str, msgspec.Meta(pattern=LABEL_VALUE_PATTERN)]
 #: What makes a retried create the same create (pod names are derived from it).
-IdempotencyKey = Annotated[str, msgspec.Meta(pattern=_whole("[!-~]{1,255}"))]
+IdempotencyKey = Annotated[str, msgspec.Meta(pattern=whole("[!-~]{1,255}"))]
 #: A group's name: a DNS label (it is written into the pods' annotations).
 GroupName = Annotated[
     str, msgspec.Meta(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -229,7 +220,7 @@ class ListQuery(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         Annotated[
             str,
             msgspec.Meta(
-                pattern=_whole(f"{_LABEL_NAME}={_LABEL_VALUE}"),
+                pattern=whole(f"{_LABEL_NAME}={_LABEL_VALUE}"),
                 description="`k=v`: a label name, `=`, a label value",
             ),
         ]

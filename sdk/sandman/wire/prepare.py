@@ -21,6 +21,8 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
+from .patterns import ImageRef
+
 __all__ = [
     "DEFAULT_PREPARE_TTL_S",
     "MAX_IMAGES",
@@ -44,7 +46,6 @@ MAX_COUNT: Final = 100_000
 #: the SDK's and the CLI's defaults are this name).
 DEFAULT_PREPARE_TTL_S: Final = 3600
 
-ImageRef = Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
 
 PreparationPhase = Literal["Pending", "Preparing", "Ready", "Invalid", "Expired"]
 """``Pending``: seen, no node pulling yet; ``Preparing``: pulls under way; ``Ready``: every
