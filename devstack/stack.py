@@ -141,7 +141,7 @@ class Stack:
         self.url = self.urls[0] if self.urls else ""
         for controller in self.controllers():
             await self._start_controller(controller)
-        for replica in self._facades():
+        for replica in self.facades():
             await self._start_facade(replica)
         for controller, url in zip(self.controllers(), self.controller_urls, strict=True):
             await self._wait_http(controller, f"{url}/readyz")
@@ -164,7 +164,7 @@ class Stack:
             await self._start_controller(name)
             index = self.controllers().index(name)
             await self._wait_http(name, f"{self.controller_urls[index]}/readyz")
-        elif name in self._facades():
+        elif name in self.facades():
             await self._start_facade(name)
         else:
             raise StackError(f"no controller or facade named {name!r}")
@@ -203,7 +203,7 @@ class Stack:
         n = max(self.settings.controller_replicas, 1)
         return ["controller", *(f"controller-{i}" for i in range(2, n + 1))]
 
-    def _facades(self) -> list[str]:
+    def facades(self) -> list[str]:
         return ["facade", *(f"facade-{i + 1}" for i in range(1, len(self.urls)))][: len(self.urls)]
 
     def namespace(self, tenant: str | None = None) -> str:
@@ -252,7 +252,7 @@ class Stack:
 
     async def _start_facade(self, name: str) -> None:
         self.say(f"starting the {name}")
-        url = self.urls[self._facades().index(name)]
+        url = self.urls[self.facades().index(name)]
         host, port = url.removeprefix("http://").rsplit(":", 1)
         await self.spawn(
             name,
@@ -375,8 +375,8 @@ class Stack:
     async def stop(self) -> None:
         """Stop the facade, the controller, then simcluster (which stops its pod processes)."""
         core = (*self.controllers(), "simcluster")
-        extra = [n for n in self.processes if n not in core and n not in self._facades()]
-        for name in (*self._facades(), *extra, *core):
+        extra = [n for n in self.processes if n not in core and n not in self.facades()]
+        for name in (*self.facades(), *extra, *core):
             await self._stop_one(name)
 
     async def _stop_one(self, name: str, timeout_s: float = 20.0) -> None:

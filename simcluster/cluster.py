@@ -41,8 +41,9 @@ class ClusterSettings:
     node: NodeSettings = field(default_factory=NodeSettings)
     runtime: str = "virtual"  # "virtual" | "process"
     #: With the virtual runtime: this many nodes (the first) run the process runtime
-    #: instead, labelled ``simcluster.io/runtime: process`` — a few real pods (a node
-    #: selector picks them) in a cluster too large to run real processes on every node.
+    #: instead, labelled and tainted (NoSchedule) ``simcluster.io/runtime=process``: a few
+    #: real pods (a node selector and a toleration pick them; nothing else lands there) in
+    #: a cluster too large to run real processes on every node.
     process_nodes: int = 0
     foreign_fraction: float = 0.0  # share of each node's CPU/memory held by other tenants' pods
     node_prefix: str = "node-"
@@ -144,7 +145,8 @@ class Cluster:
         if i >= self.settings.process_nodes:
             return self.runtime, node
         labels = {**node.labels, RUNTIME_LABEL: "process"}
-        return self.process_runtime, replace(node, labels=labels)
+        taint = {"key": RUNTIME_LABEL, "value": "process", "effect": "NoSchedule"}
+        return self.process_runtime, replace(node, labels=labels, taints=(*node.taints, taint))
 
     async def stop(self) -> None:
         await asyncio.gather(*(k.stop() for k in self.kubelets.values()))

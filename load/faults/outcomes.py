@@ -128,6 +128,8 @@ class FaultFigures:
     detect_max_s: float = math.nan
     detected: int = 0  # affected sandboxes (or events) whose detection was seen
     affected: int = 0  # sandboxes (or events) the fault hit
+    ready_p50_s: float = math.nan  # requested → Ready, the trainer's clock
+    ready_max_s: float = math.nan
 
 
 def figures(
@@ -149,6 +151,7 @@ def figures(
             bucket = reasons if o.typed else untyped
             bucket[o.reason] = bucket.get(o.reason, 0) + 1
     seen = [t for t in detections.values() if t is not None]
+    waits = [o.ready - o.requested for o in rows if o.ready is not None and o.requested is not None]
     return FaultFigures(
         requested=len(rows),
         ready=sum(1 for o in rows if o.outcome == "ready"),
@@ -163,4 +166,6 @@ def figures(
         detect_max_s=max(seen, default=math.nan),
         detected=len(seen),
         affected=len(detections),
+        ready_p50_s=percentile(waits, 50),
+        ready_max_s=max(waits, default=math.nan),
     )

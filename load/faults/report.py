@@ -77,9 +77,10 @@ def write_markdown(results: list[FaultResult], cks: list[Check], command: str, p
         "burst created through the SDK (batch creates, same-key retries), the fault injected "
         "mid-burst, then an audit (a GET per ready sandbox), a release per owner and a LIST.",
         "",
-        "| fault | scale | Ready | lost | duplicated | leaked | failed, typed (reasons) "
-        "| untyped | time to detect p50 / max (detected/affected) | detected when |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| fault | scale | Ready | requested → Ready p50 / max | lost | duplicated | leaked "
+        "| failed, typed (reasons) | untyped | time to detect p50 / max (detected/affected) "
+        "| detected when |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         f = r.figures
@@ -88,7 +89,7 @@ def write_markdown(results: list[FaultResult], cks: list[Check], command: str, p
         )
         lines.append(
             f"| {r.fault.name}: {r.fault.title} | {r.scale} | {f.ready:,}/{f.requested:,} "
-            f"| {f.lost} | {f.duplicated} | {f.leaked} | {f.failed_typed:,} "
+            f"| {_f(f.ready_p50_s)} / {_f(f.ready_max_s)} s | {f.lost} | {f.duplicated} | {f.leaked} | {f.failed_typed:,} "
             f"({_reasons(f.reasons)}) | {f.failed_untyped} {_reasons(f.untyped) if f.untyped else ''}"
             f"| {detect} | {r.fault.detect} |"
         )

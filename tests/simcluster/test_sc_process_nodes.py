@@ -1,5 +1,6 @@
 """A virtual cluster with a few process nodes (``nodes.process_count``): the first nodes run
-pods as real processes and carry ``simcluster.io/runtime: process``, the rest stay virtual —
+pods as real processes and carry (label and NoSchedule taint) ``simcluster.io/runtime=process``,
+the rest stay virtual —
 so a soak on hundreds of nodes can still send tool calls to a few real sandbox daemons."""
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def test_the_first_nodes_run_processes_the_rest_stay_virtual(tmp_path: Path) -> 
         labels = {n.metadata.name: n.metadata.labels or {} for n in v1.list_node().items}
         assert labels["node-0"].get(RUNTIME_LABEL) == "process"
         assert RUNTIME_LABEL not in labels["node-1"] and RUNTIME_LABEL not in labels["node-2"]
+        taints = {n.metadata.name: n.spec.taints or [] for n in v1.list_node().items}
+        assert [(t.key, t.value, t.effect) for t in taints["node-0"]] == [
+            (RUNTIME_LABEL, "process", "NoSchedule")  # only pods that ask for it land there
+        ]
+        assert not taints["node-1"]
         v1.create_namespace({"metadata": {"name": "t"}})
         v1.create_namespaced_pod("t", _server_pod("real", "node-0"))
         v1.create_namespaced_pod("t", _server_pod("virtual", "node-1"))
