@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import yaml
@@ -68,7 +69,7 @@ class StackSettings:
     #: facade's admission); None: no quota.
     quota_pods: dict[str, int] = field(default_factory=dict)
     #: Sandbox classes besides ``tiny`` (facade config entries, e.g. {"name": "huge", ...}).
-    extra_classes: tuple[dict[str, str], ...] = ()
+    extra_classes: tuple[dict[str, Any], ...] = ()
     facade_host: str = "127.0.0.1"
     facade_port: int = 0
     controller_args: tuple[str, ...] = ()

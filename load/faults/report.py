@@ -61,7 +61,7 @@ def _reasons(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) or "–"
 
 
-def _machine() -> str:
+def machine() -> str:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     return f"{platform.node()} ({os.cpu_count()} cores, {platform.python_implementation()} " \
         f"{platform.python_version()}), load average {load}"
@@ -72,7 +72,7 @@ def write_markdown(results: list[FaultResult], cks: list[Check], command: str, p
         "## Faults: what a burst loses, duplicates and leaks under each fault",
         "",
         f"- **Command:** `{command}`",
-        f"- **Measured:** {time.strftime('%Y-%m-%d %H:%M %Z')} on {_machine()}",
+        f"- **Measured:** {time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}",
         "- Each fault: a fresh stack (simcluster, controller(s), facade(s) as processes), a "
         "burst created through the SDK (batch creates, same-key retries), the fault injected "
         "mid-burst, then an audit (a GET per ready sandbox), a release per owner and a LIST.",

@@ -127,11 +127,13 @@ async def _run(
         await _follow(burst, trainers, s.sandboxes, series, recorder)
         done.set()
         error = ""
+        sampling = asyncio.create_task(_sample_until(inject, trainers, series, recorder))
         try:
             await asyncio.wait_for(inject, 120)
         except Exception as e:  # noqa: BLE001 - reported, the run still cleans up
             error = f"{type(e).__name__}: {e}"
             say(f"{fault.name}: the fault could not complete: {error}")
+        await sampling
         await _restore(stack)
         say(f"{fault.name}: auditing {sum(o.outcome == 'ready' for o in trainers.outcomes):,} ready sandboxes")
         await trainers.audit()
@@ -170,6 +172,18 @@ async def _follow(
         await asyncio.sleep(0.1)
     await burst
     bar.close(sum(1 for o in trainers.outcomes if o.outcome != "pending"))
+
+
+async def _sample_until(
+    task: asyncio.Future[None],
+    trainers: Trainers,
+    series: list[tuple[float, int]],
+    recorder: FaultRecorder,
+) -> None:
+    """Keep the Ready series going while a fault outlives the burst (its detection)."""
+    while not task.done():
+        series.append((recorder.now(), sum(1 for o in trainers.outcomes if o.outcome == "ready")))
+        await asyncio.sleep(0.1)
 
 
 async def _restore(stack: Stack) -> None:
