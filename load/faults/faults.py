@@ -1,15 +1,20 @@
 """The faults, each injected into a running burst: how it is done, what counts as affected,
 and which signal is its *time to detect*.
 
-| fault | injection | affected | detected when |
-|---|---|---|---|
-| ``facade-stop`` | SIGSTOP one of two facade replicas, SIGCONT after ``facade_pause_s`` | the replica | it answers ``/readyz`` again |
-| ``facade-kill`` | SIGKILL one of two replicas, restarted after ``facade_down_s`` | the replica | the restarted replica answers ``/readyz`` |
-| ``node-delete`` | delete the node with the most live sandboxes mid-burst | its sandboxes | the facade reports each ``terminated`` / ``node_lost`` |
-| ``api-errors`` | 5% of Sandman's API requests answered 429 or 500, every watch dropped every 3 s | (none: absorbed) | n/a |
-| ``trainer-dies`` | SIGKILL a trainer process holding ready sandboxes under its owner lease | its sandboxes | the facade reports each ``terminated`` / ``owner_expired`` |
-| ``daemon-kill`` | SIGKILL the daemon (PID 1) of ready sandboxes (process runtime) | those sandboxes | the facade reports each ended with a reason |
-| ``leader-kill`` | SIGKILL the leading controller of two mid-burst | the binding | the standby's first bind |
+- ``facade-stop``: SIGSTOP one of two facade replicas, SIGCONT after ``facade_pause_s``;
+  detected when the replica answers ``/readyz`` again.
+- ``facade-kill``: SIGKILL one of two replicas, restarted after ``facade_down_s``; detected
+  when the restarted replica answers ``/readyz``.
+- ``node-delete``: delete the node with the most live sandboxes mid-burst; detected when the
+  facade reports each of its sandboxes ``terminated`` / ``node_lost``.
+- ``api-errors``: 5% of Sandman's API requests answered 429 or 500, every watch dropped every
+  3 s; nothing to detect (retries absorb it).
+- ``trainer-dies``: SIGKILL a trainer process holding ready sandboxes under its owner lease;
+  detected when the facade reports each of them ``terminated`` / ``owner_expired``.
+- ``daemon-kill``: SIGKILL the daemon (PID 1) of ready sandboxes (process runtime); detected
+  when the facade reports each ended with a reason.
+- ``leader-kill``: SIGKILL the leading controller of two mid-burst; detected at the
+  standby's first bind.
 
 A fault waits for its moment (a share of the burst bound or Ready), stamps ``injected_at`` on
 the run's clock, and records one detection time per affected item.
@@ -20,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,7 +120,7 @@ class FaultContext:
         return None
 
 
-Injector = Callable[[FaultContext], Awaitable[None]]
+Injector = Callable[[FaultContext], Coroutine[Any, Any, None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +220,10 @@ async def _trainer_dies(ctx: FaultContext) -> None:
     ctx.extra_outcomes += [
         TrainerOutcome(f"{owner}/{i}", sid, outcome="ready") for i, sid in enumerate(ids)
     ]
-    ctx.mark(f"SIGKILL the trainer holding {len(ids)} ready sandboxes (lease {s.dying_trainer_lease_s} s)")
+    ctx.mark(
+        f"SIGKILL the trainer holding {len(ids)} ready sandboxes "
+        f"(lease {s.dying_trainer_lease_s} s)"
+    )
     await stack.kill("dying-trainer")
     await ctx.probe_states(ids, _ended_with("owner_expired"))
     for o in ctx.extra_outcomes:
@@ -242,7 +250,7 @@ async def _leader_kill(ctx: FaultContext) -> None:
     standby = next(c for c in ctx.stack.controllers() if c != leader)
     at = ctx.mark(f"SIGKILL the leader {leader} ({ctx.recorder.counts['bound']} bound)")
     await ctx.stack.kill(leader)
-    while await ctx.stack.leader() != standby and ctx.now() - at < 60:
+    while await ctx.stack.leader() != standby and ctx.now() - at < 60:  # noqa: ASYNC110 - the Lease is another process's state
         await asyncio.sleep(0.05)
     leads = ctx.now()
     ctx.notes.append(f"{standby} held the Lease {leads - at:.2f} s after the kill")

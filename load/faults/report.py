@@ -58,13 +58,15 @@ def _f(x: float, digits: int = 2) -> str:
 
 
 def _reasons(counts: dict[str, int]) -> str:
-    return ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) or "–"
+    return ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) or "none"
 
 
 def machine() -> str:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"{platform.node()} ({os.cpu_count()} cores, {platform.python_implementation()} " \
+    return (
+        f"{platform.node()} ({os.cpu_count()} cores, {platform.python_implementation()} "
         f"{platform.python_version()}), load average {load}"
+    )
 
 
 def write_markdown(results: list[FaultResult], cks: list[Check], command: str, path: Path) -> str:
@@ -84,13 +86,16 @@ def write_markdown(results: list[FaultResult], cks: list[Check], command: str, p
     ]
     for r in results:
         f = r.figures
-        detect = "n/a" if not f.affected else (
-            f"{_f(f.detect_p50_s)} / {_f(f.detect_max_s)} s ({f.detected}/{f.affected})"
+        detect = (
+            "n/a"
+            if not f.affected
+            else (f"{_f(f.detect_p50_s)} / {_f(f.detect_max_s)} s ({f.detected}/{f.affected})")
         )
         lines.append(
             f"| {r.fault.name}: {r.fault.title} | {r.scale} | {f.ready:,}/{f.requested:,} "
-            f"| {_f(f.ready_p50_s)} / {_f(f.ready_max_s)} s | {f.lost} | {f.duplicated} | {f.leaked} | {f.failed_typed:,} "
-            f"({_reasons(f.reasons)}) | {f.failed_untyped} {_reasons(f.untyped) if f.untyped else ''}"
+            f"| {_f(f.ready_p50_s)} / {_f(f.ready_max_s)} s | {f.lost} | {f.duplicated} "
+            f"| {f.leaked} | {f.failed_typed:,} ({_reasons(f.reasons)}) "
+            f"| {f.failed_untyped} {_reasons(f.untyped) if f.untyped else ''}"
             f"| {detect} | {r.fault.detect} |"
         )
     lines += ["", "Per fault:", ""]
@@ -150,7 +155,7 @@ def write_plot(results: list[FaultResult], path: Path) -> None:
         ax.set_xlabel("s since the first request", fontsize=8)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right")
-    for ax in list(axes.flat)[len(results):]:
+    for ax in list(axes.flat)[len(results) :]:
         ax.axis("off")
     fig.tight_layout()
     fig.savefig(path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,29 +77,27 @@ async def run_fault(s: FaultSettings, name: str, say: Say) -> FaultResult:
     stack_settings = _stack_settings(s, fault, name)
     stack_settings.workdir.mkdir(parents=True, exist_ok=True)
     n = _size(s, fault)
-    run_settings = FaultSettings(**{**_fields(s), "sandboxes": n})
-    async with Stack(stack_settings, say) as stack:
-        async with await KubeClient.connect(
+    run_settings = dataclasses.replace(s, sandboxes=n)
+    async with (
+        Stack(stack_settings, say) as stack,
+        await KubeClient.connect(
             ClientSettings(qps=0, max_connections=8, max_attempts=10),
             kubeconfig=str(stack.kubeconfig),
-        ) as admin:
-            nodes = len((await admin.list(NODES)).get("items") or [])
-            scale = f"{n:,} sandboxes on {stack_settings.profile} ({nodes} nodes)"
-            metrics = MetricsReader(stack.kubeconfig)
-            before = await metrics.read()
-            recorder = FaultRecorder(admin, stack.namespace())
-            await recorder.start()
-            try:
-                result = await _run(run_settings, fault, stack, admin, recorder, say, scale)
-            finally:
-                await recorder.stop()
-            delta = (await metrics.read()).minus(before)
-            result.api_errors = _sandman_errors(delta)
+        ) as admin,
+    ):
+        nodes = len((await admin.list(NODES)).get("items") or [])
+        scale = f"{n:,} sandboxes on {stack_settings.profile} ({nodes} nodes)"
+        metrics = MetricsReader(stack.kubeconfig)
+        before = await metrics.read()
+        recorder = FaultRecorder(admin, stack.namespace())
+        await recorder.start()
+        try:
+            result = await _run(run_settings, fault, stack, admin, recorder, say, scale)
+        finally:
+            await recorder.stop()
+        delta = (await metrics.read()).minus(before)
+        result.api_errors = _sandman_errors(delta)
     return result
-
-
-def _fields(s: FaultSettings) -> dict[str, object]:
-    return {f: getattr(s, f) for f in s.__dataclass_fields__}
 
 
 def _sandman_errors(delta: ApiCounters) -> dict[str, float]:
@@ -122,7 +121,9 @@ async def _run(
     async with trainers:
         recorder.t0 = time.monotonic()
         say(f"{fault.name}: {scale}, {s.workers} SDK clients over {len(stack.urls)} facade(s)")
-        burst = asyncio.create_task(trainers.burst(s.sandboxes, s.window_s, s.batch, s.ready_timeout_s))
+        burst = asyncio.create_task(
+            trainers.burst(s.sandboxes, s.window_s, s.batch, s.ready_timeout_s)
+        )
         inject = asyncio.create_task(fault.inject(ctx))
         await _follow(burst, trainers, s.sandboxes, series, recorder)
         done.set()
@@ -130,12 +131,15 @@ async def _run(
         sampling = asyncio.create_task(_sample_until(inject, trainers, series, recorder))
         try:
             await asyncio.wait_for(inject, 120)
-        except Exception as e:  # noqa: BLE001 - reported, the run still cleans up
+        except Exception as e:
             error = f"{type(e).__name__}: {e}"
             say(f"{fault.name}: the fault could not complete: {error}")
         await sampling
         await _restore(stack)
-        say(f"{fault.name}: auditing {sum(o.outcome == 'ready' for o in trainers.outcomes):,} ready sandboxes")
+        say(
+            f"{fault.name}: auditing "
+            f"{sum(o.outcome == 'ready' for o in trainers.outcomes):,} ready sandboxes"
+        )
         await trainers.audit()
         released = await trainers.release()
         say(f"{fault.name}: released {released:,}; waiting for every pod to go")
@@ -196,7 +200,7 @@ async def _restore(stack: Stack) -> None:
 
 async def _leaked(admin: KubeClient, recorder: FaultRecorder, ns: str, timeout_s: float) -> int:
     deadline = time.monotonic() + timeout_s
-    while recorder.live and time.monotonic() < deadline:
+    while recorder.live and time.monotonic() < deadline:  # noqa: ASYNC110 - a watch's state
         await asyncio.sleep(0.2)
     listing = await admin.list(PODS, ns, label_selector=LABEL_SANDBOX)
     return len(listing.get("items") or [])

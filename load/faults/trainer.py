@@ -103,7 +103,7 @@ class Trainers:
             sandboxes = await client.create_many(
                 size, self.image, wait=False, idempotency_key=f"{self.run}-{k}"
             )
-        except Exception as e:  # noqa: BLE001 - every failure is classified, none escapes
+        except Exception as e:
             for m in members:
                 self._failed(m, e)
             return
@@ -111,7 +111,10 @@ class Trainers:
             m.sandbox_id = sb.id
             self.held[sb.id] = sb
         await asyncio.gather(
-            *(self._wait(m, sb, deadline, self._waits[w]) for m, sb in zip(members, sandboxes))
+            *(
+                self._wait(m, sb, deadline, self._waits[w])
+                for m, sb in zip(members, sandboxes, strict=True)
+            )
         )
 
     async def _wait(
@@ -123,7 +126,7 @@ class Trainers:
             except SandboxTimeout:
                 m.outcome, m.reason = "lost", "no answer by the deadline"
                 return
-            except Exception as e:  # noqa: BLE001 - classified
+            except Exception as e:
                 self._failed(m, e)
                 return
         m.ready, m.outcome = self.now(), "ready"

@@ -93,7 +93,7 @@ class Churn:
             sandboxes = await client.create_many(
                 k, self.image, wait=False, idempotency_key=f"{self.run}-{i}"
             )
-        except Exception as e:  # noqa: BLE001 - classified
+        except Exception as e:
             for m in members:
                 self._failed(m, e)
             return
@@ -107,7 +107,7 @@ class Churn:
             m.outcome, m.reason = "lost", "no answer by the deadline"
             await sb.release_quietly()
             return
-        except Exception as e:  # noqa: BLE001 - classified
+        except Exception as e:
             self._failed(m, e)
             await sb.release_quietly()
             return
@@ -140,7 +140,7 @@ class Churn:
                 sb = await client.create(
                     self.image, sandbox_class=PROC_CLASS, timeout_s=self.ready_timeout_s
                 )
-            except Exception as e:  # noqa: BLE001 - classified
+            except Exception as e:
                 self._failed(m, e)
                 await asyncio.sleep(1.0)
                 continue
@@ -167,7 +167,7 @@ class Churn:
                 key = e.reason if is_typed(e.reason) else "untyped"
                 self.tools.failed[key] = self.tools.failed.get(key, 0) + 1
                 self.tools.untyped += 0 if is_typed(e.reason) else 1
-            except Exception as e:  # noqa: BLE001 - an untyped failure is a finding
+            except Exception as e:
                 self.tools.failed[type(e).__name__] = self.tools.failed.get(type(e).__name__, 0) + 1
                 self.tools.untyped += 1
 

@@ -23,8 +23,11 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     d, t = SoakSettings(out=Path(".")), SoakThresholds()
     p = argparse.ArgumentParser(prog="python -m load.soak", description=__doc__)
-    p.add_argument("--smoke", action="store_true",
-                   help=f"a small run (~90 s): {', '.join(f'{k}={v}' for k, v in SMOKE.items())}")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"a small run (~90 s): {', '.join(f'{k}={v}' for k, v in SMOKE.items())}",
+    )
     p.add_argument("--sandboxes", type=int, help=f"total over the run (default {d.sandboxes:,})")
     p.add_argument("--duration", type=float, help=f"seconds (default {d.duration_s:g})")
     p.add_argument("--nodes", type=int, help="override the profile's node count")

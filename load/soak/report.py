@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import csv
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import time
 
 from load.faults.report import machine
 from load.soak.run import SERVERS, SoakResult
@@ -70,7 +69,7 @@ def write_markdown(r: SoakResult, cks: list[Check], path: Path) -> str:
         f"| requested → Ready p50 / max | {f.ready_p50_s:.2f} / {f.ready_max_s:.2f} s |",
         f"| lost / duplicated / leaked | {f.lost} / {f.duplicated} / {f.leaked} |",
         f"| failed, typed | {f.failed_typed:,} "
-        f"({', '.join(f'{k} {v}' for k, v in sorted(f.reasons.items())) or '–'}) |",
+        f"({', '.join(f'{k} {v}' for k, v in sorted(f.reasons.items())) or 'none'}) |",
         f"| failed, untyped | {f.failed_untyped} {f.untyped or ''} |",
         f"| tool calls / failed | {r.tools.calls:,} / {sum(r.tools.failed.values())} "
         f"{r.tools.failed or ''} |",
@@ -79,7 +78,9 @@ def write_markdown(r: SoakResult, cks: list[Check], path: Path) -> str:
     if r.samples:
         cached = [x.cached_pods for x in r.samples if not math.isnan(x.cached_pods)]
         lines.append(f"| facade's cached pods, max | {max(cached, default=math.nan):,.0f} |")
-        lines.append(f"| controller GC deletions (all reasons) | {r.samples[-1].gc_deletions:,.0f} |")
+        lines.append(
+            f"| controller GC deletions (all reasons) | {r.samples[-1].gc_deletions:,.0f} |"
+        )
         after = [x for x in r.samples if x.t >= warmup] or r.samples
         for proc in SERVERS:
             first = next((x.rss[proc] for x in after if proc in x.rss), None)

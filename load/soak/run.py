@@ -126,7 +126,7 @@ async def _run(
             with contextlib.suppress(Exception):
                 await client.release_owner()
         deadline = time.monotonic() + s.cleanup_timeout_s
-        while recorder.live and time.monotonic() < deadline:
+        while recorder.live and time.monotonic() < deadline:  # noqa: ASYNC110 - a watch's state
             await asyncio.sleep(0.5)
         sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
