@@ -43,7 +43,6 @@ RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 _LISTENING = re.compile(rb"facade listening on (http://\S+)")
 
 
-
 class StackError(RuntimeError):
     """A part of the stack did not come up; the message names it and its log file."""
 
