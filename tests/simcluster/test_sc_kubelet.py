@@ -273,7 +273,7 @@ def _kubelet_lists(cluster: EmbeddedCluster) -> float:
     assert cluster.server is not None
     total = 0.0
     for line in cluster.server.metrics.render().decode().splitlines():
-        wanted = ('apiserver_request_total{', 'verb="list"', 'user="system:node:', 'pods"')
+        wanted = ("apiserver_request_total{", 'verb="list"', 'user="system:node:', 'pods"')
         if all(part in line for part in wanted):
             total += float(line.rsplit(" ", 1)[1])
     return total
