@@ -61,7 +61,6 @@ class Trainers:
             for i in range(workers)
         ]
         self.outcomes: list[TrainerOutcome] = []
-        self.held: dict[str, AsyncSandbox] = {}
         self._waits = [asyncio.Semaphore(WAITS_PER_CLIENT) for _ in self.clients]
 
     @property
@@ -109,7 +108,6 @@ class Trainers:
             return
         for m, sb in zip(members, sandboxes, strict=True):
             m.sandbox_id = sb.id
-            self.held[sb.id] = sb
         await asyncio.gather(
             *(
                 self._wait(m, sb, deadline, self._waits[w])
