@@ -21,7 +21,7 @@ from load.soak import report as soak_report
 from load.soak.run import run_soak
 from load.soak.settings import SoakSettings, SoakThresholds
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 
 def _small(out: Path, name: str) -> FaultSettings:
@@ -42,6 +42,7 @@ def _small(out: Path, name: str) -> FaultSettings:
     )
 
 
+@pytest.mark.anyio
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("name", list(FAULTS))
 async def test_fault_at_smoke_scale(tmp_path: Path, name: str) -> None:
@@ -74,6 +75,7 @@ def test_an_unknown_fault_is_refused_with_the_known_ones(
     assert "node-delete" in capsys.readouterr().err
 
 
+@pytest.mark.anyio
 @pytest.mark.timeout(90)
 async def test_soak_at_smoke_scale(tmp_path: Path) -> None:
     s = dataclasses.replace(
