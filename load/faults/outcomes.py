@@ -39,6 +39,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from sandman.sdk.errors import SandmanError
+
 __all__ = [
     "UNTYPED_REASONS",
     "FaultFigures",
@@ -48,6 +50,7 @@ __all__ = [
     "figures",
     "is_typed",
     "percentile",
+    "record_failure",
 ]
 
 #: Reasons that say nothing a trainer can branch on.
@@ -56,6 +59,16 @@ UNTYPED_REASONS = frozenset({"", "internal"})
 
 def is_typed(reason: str | None) -> bool:
     return reason is not None and reason not in UNTYPED_REASONS
+
+
+def record_failure(m: TrainerOutcome, e: BaseException, at: float) -> None:
+    """``m`` failed at ``at`` with ``e``: typed if a :class:`SandmanError` with a typed
+    reason, else untyped under the exception's type name."""
+    m.ended, m.outcome = at, "failed"
+    if isinstance(e, SandmanError):
+        m.reason, m.typed = e.reason, is_typed(e.reason)
+    else:
+        m.reason, m.typed = type(e).__name__, False
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ from kube.contract import LABEL_SANDBOX
 from load.burst.analysis import ApiCounters
 from load.burst.cluster import MetricsReader
 from load.burst.progress import Progress
+from load.burst.run import TENANT, TOKEN
 from load.faults.cluster import AdminFaults, FaultRecorder
 from load.faults.faults import FAULTS, SANDMAN_USER, Fault, FaultContext
 from load.faults.outcomes import FaultFigures, PodLife, TrainerOutcome, figures
@@ -30,8 +31,6 @@ from load.faults.trainer import Trainers
 
 __all__ = ["FaultResult", "run_fault", "run_series"]
 
-TENANT = "bench"
-TOKEN = "bench-token-0123456789abcdef"  # the benchmark tenant's bearer token (loopback only)
 Say = Callable[[str], None]
 
 

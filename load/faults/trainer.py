@@ -21,21 +21,61 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Self
 
 from load.burst.driver import schedule
-from load.faults.outcomes import TrainerOutcome, is_typed
+from load.faults.outcomes import TrainerOutcome, is_typed, record_failure
 from sandman import AsyncSandman
 from sandman.sdk.errors import SandboxNotFound, SandboxTimeout, SandmanError
 from sandman.sdk.sandbox import AsyncSandbox
 
-__all__ = ["Trainers", "main"]
+__all__ = ["Clients", "Trainers", "create_batch", "main"]
 
 Clock = Callable[[], float]
 #: Sandbox waits (long polls) one client holds at once: its connection pool's size.
 WAITS_PER_CLIENT = 240
 
 
-class Trainers:
+async def create_batch(
+    client: AsyncSandman,
+    key: str,
+    size: int,
+    image: str,
+    now: Clock,
+    outcomes: list[TrainerOutcome],
+) -> list[tuple[TrainerOutcome, AsyncSandbox]]:
+    """One batch create of ``size`` under the Idempotency-Key ``key``; its members are added
+    to ``outcomes``. Returns each member with its sandbox, or nothing when the create failed
+    (every member then failed with its error)."""
+    members = [TrainerOutcome(f"{key}/{i}", requested=now()) for i in range(size)]
+    outcomes += members
+    try:
+        sandboxes = await client.create_many(size, image, wait=False, idempotency_key=key)
+    except Exception as e:
+        for m in members:
+            record_failure(m, e, now())
+        return []
+    for m, sb in zip(members, sandboxes, strict=True):
+        m.sandbox_id = sb.id
+    return list(zip(members, sandboxes, strict=True))
+
+
+class Clients:
+    """SDK clients opened and closed together (their owner leases renewed while open)."""
+
+    clients: list[AsyncSandman]
+
+    async def __aenter__(self) -> Self:
+        for c in self.clients:
+            await c.__aenter__()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        for c in self.clients:
+            await c.aclose()
+
+
+class Trainers(Clients):
     """``workers`` SDK clients over ``urls``; ``outcomes`` fills in as the burst runs."""
 
     def __init__(
@@ -67,15 +107,6 @@ class Trainers:
     def owners(self) -> list[str]:
         return [c.owner for c in self.clients]
 
-    async def __aenter__(self) -> Trainers:
-        for c in self.clients:
-            await c.__aenter__()
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        for c in self.clients:
-            await c.aclose()
-
     # --- the burst ------------------------------------------------------------------------
     async def burst(self, n: int, window_s: float, batch: int, ready_timeout_s: float) -> None:
         """``n`` sandboxes in batch creates spread over ``window_s``, each waited for until
@@ -95,25 +126,10 @@ class Trainers:
 
     async def _chunk(self, k: int, size: int, deadline: float) -> None:
         w = k % len(self.clients)
-        client = self.clients[w]
-        members = [TrainerOutcome(f"{self.run}-{k}/{i}", requested=self.now()) for i in range(size)]
-        self.outcomes += members
-        try:
-            sandboxes = await client.create_many(
-                size, self.image, wait=False, idempotency_key=f"{self.run}-{k}"
-            )
-        except Exception as e:
-            for m in members:
-                self._failed(m, e)
-            return
-        for m, sb in zip(members, sandboxes, strict=True):
-            m.sandbox_id = sb.id
-        await asyncio.gather(
-            *(
-                self._wait(m, sb, deadline, self._waits[w])
-                for m, sb in zip(members, sandboxes, strict=True)
-            )
+        created = await create_batch(
+            self.clients[w], f"{self.run}-{k}", size, self.image, self.now, self.outcomes
         )
+        await asyncio.gather(*(self._wait(m, sb, deadline, self._waits[w]) for m, sb in created))
 
     async def _wait(
         self, m: TrainerOutcome, sb: AsyncSandbox, deadline: float, slots: asyncio.Semaphore
@@ -130,11 +146,7 @@ class Trainers:
         m.ready, m.outcome = self.now(), "ready"
 
     def _failed(self, m: TrainerOutcome, e: BaseException) -> None:
-        m.ended, m.outcome = self.now(), "failed"
-        if isinstance(e, SandmanError):
-            m.reason, m.typed = e.reason, is_typed(e.reason)
-        else:
-            m.reason, m.typed = type(e).__name__, False
+        record_failure(m, e, self.now())
 
     # --- after the fault ------------------------------------------------------------------
     async def audit(self) -> None:

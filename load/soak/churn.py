@@ -17,7 +17,8 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from load.faults.outcomes import TrainerOutcome, is_typed
+from load.faults.outcomes import TrainerOutcome, is_typed, record_failure
+from load.faults.trainer import Clients, create_batch
 from sandman import AsyncSandman
 from sandman.sdk.errors import SandboxTimeout, SandmanError
 from sandman.sdk.sandbox import AsyncSandbox
@@ -35,7 +36,7 @@ class ToolStats:
     untyped: int = 0
 
 
-class Churn:
+class Churn(Clients):
     def __init__(
         self,
         urls: Sequence[str],
@@ -58,15 +59,6 @@ class Churn:
         self.tools = ToolStats()
         self.stopping = asyncio.Event()
 
-    async def __aenter__(self) -> Churn:
-        for c in self.clients:
-            await c.__aenter__()
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        for c in self.clients:
-            await c.aclose()
-
     @property
     def ready(self) -> int:
         return sum(1 for o in self.outcomes if o.ready is not None)
@@ -87,20 +79,12 @@ class Churn:
 
     async def _batch(self, i: int, k: int) -> None:
         client = self.clients[i % len(self.clients)]
-        members = [TrainerOutcome(f"{self.run}-{i}/{j}", requested=self.now()) for j in range(k)]
-        self.outcomes += members
-        try:
-            sandboxes = await client.create_many(
-                k, self.image, wait=False, idempotency_key=f"{self.run}-{i}"
-            )
-        except Exception as e:
-            for m in members:
-                self._failed(m, e)
-            return
-        await asyncio.gather(*(self._life(m, sb) for m, sb in zip(members, sandboxes, strict=True)))
+        created = await create_batch(
+            client, f"{self.run}-{i}", k, self.image, self.now, self.outcomes
+        )
+        await asyncio.gather(*(self._life(m, sb) for m, sb in created))
 
     async def _life(self, m: TrainerOutcome, sb: AsyncSandbox) -> None:
-        m.sandbox_id = sb.id
         try:
             await sb.wait_ready(timeout_s=self.ready_timeout_s)
         except SandboxTimeout:
@@ -121,11 +105,7 @@ class Churn:
         m.released = True
 
     def _failed(self, m: TrainerOutcome, e: BaseException) -> None:
-        m.ended, m.outcome = self.now(), "failed"
-        if isinstance(e, SandmanError):
-            m.reason, m.typed = e.reason, is_typed(e.reason)
-        else:
-            m.reason, m.typed = type(e).__name__, False
+        record_failure(m, e, self.now())
 
     # --- tool calls -----------------------------------------------------------------------
     async def tool_loop(self, k: int) -> None:

@@ -7,21 +7,13 @@ from __future__ import annotations
 import csv
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from load.burst.report import Check
 from load.faults.report import machine
 from load.soak.run import SERVERS, SoakResult
 
 __all__ = ["Check", "checks", "write_csv", "write_markdown", "write_plot"]
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    name: str
-    target: str
-    value: str
-    ok: bool
 
 
 def checks(r: SoakResult) -> list[Check]:

@@ -20,6 +20,7 @@ from devstack.stack import Stack, StackSettings
 from kube import NODES, PODS, ClientSettings, KubeClient
 from kube.contract import LABEL_SANDBOX
 from load.burst.progress import Progress
+from load.burst.run import TENANT, TOKEN
 from load.faults.cluster import FaultRecorder
 from load.faults.outcomes import FaultFigures, figures
 from load.shapes import ChurnShape
@@ -30,8 +31,6 @@ from simcluster.cluster import RUNTIME_LABEL
 
 __all__ = ["SoakResult", "run_soak"]
 
-TENANT = "bench"
-TOKEN = "bench-token-0123456789abcdef"  # the benchmark tenant's bearer token (loopback only)
 SERVERS = ("simcluster", "controller", "facade", "facade-2")
 Say = Callable[[str], None]
 
