@@ -89,7 +89,7 @@ bench-faults: system-deps $(STAMP)
 
 # The soak: 100,000 sandboxes over 30 minutes through the facade on 400 simulated nodes,
 # with tool calls on real daemons; report in build/bench-soak/<time>/. SOAK_ARGS="--smoke"
-# for a 90 s run.
+# for a 90 s run; the recorded run (BENCHMARKS.md) is SOAK_ARGS="--sandboxes 50000".
 SOAK_ARGS ?=
 bench-soak: system-deps $(STAMP)
 	$(BIN)/python -m load.soak $(SOAK_ARGS)
