@@ -26,7 +26,7 @@ from typing import Self
 from load.burst.driver import schedule
 from load.faults.outcomes import TrainerOutcome, is_typed, record_failure
 from sandman import AsyncSandman
-from sandman.sdk.errors import SandboxNotFound, SandboxTimeout, SandmanError
+from sandman.sdk.errors import RetriableError, SandboxNotFound, SandboxTimeout, SandmanError
 from sandman.sdk.sandbox import AsyncSandbox
 
 __all__ = ["Clients", "Trainers", "create_batch", "main"]
@@ -43,17 +43,30 @@ async def create_batch(
     image: str,
     now: Clock,
     outcomes: list[TrainerOutcome],
+    retries: int = 2,
 ) -> list[tuple[TrainerOutcome, AsyncSandbox]]:
     """One batch create of ``size`` under the Idempotency-Key ``key``; its members are added
     to ``outcomes``. Returns each member with its sandbox, or nothing when the create failed
-    (every member then failed with its error)."""
+    (every member then failed with its error).
+
+    A retriable failure once the SDK's own retries ran out (``connection_failed`` while a
+    killed facade replica restarts) is repeated ``retries`` times with the same key, as a
+    trainer would: the facade answers with the sandboxes it already created under it, so
+    they are neither orphaned nor created twice."""
     members = [TrainerOutcome(f"{key}/{i}", requested=now()) for i in range(size)]
     outcomes += members
-    try:
-        sandboxes = await client.create_many(size, image, wait=False, idempotency_key=key)
-    except Exception as e:
+    for attempt in range(retries + 1):
+        try:
+            sandboxes = await client.create_many(size, image, wait=False, idempotency_key=key)
+            break
+        except RetriableError as e:
+            if attempt < retries:
+                continue
+            error: BaseException = e
+        except Exception as e:
+            error = e
         for m in members:
-            record_failure(m, e, now())
+            record_failure(m, error, now())
         return []
     for m, sb in zip(members, sandboxes, strict=True):
         m.sandbox_id = sb.id
