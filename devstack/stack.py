@@ -24,15 +24,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import yaml
 
+from controller.leader import ElectionSettings
 from devstack.ports import free_listen_port
 from kube import ClientSettings, KubeClient
 from kube.errors import AlreadyExists
 from kube.preparation import CRD as PREPARATION_CRD
-from kube.resources import Resource
+from kube.resources import LEASES, Resource
 from sandman.wire.facade import DEFAULT_CLASS
 
 __all__ = ["Stack", "StackError", "StackSettings"]
@@ -70,10 +72,19 @@ class StackSettings:
     #: facade's admission); None: no quota.
     quota_pods: dict[str, int] = field(default_factory=dict)
     #: Sandbox classes besides ``tiny`` (facade config entries, e.g. {"name": "huge", ...}).
-    extra_classes: tuple[dict[str, str], ...] = ()
+    extra_classes: tuple[dict[str, Any], ...] = ()
     facade_host: str = "127.0.0.1"
     facade_port: int = 0
     controller_args: tuple[str, ...] = ()
+    #: Controller processes: 1 always leads (``--no-leader-elect``); more elect a leader
+    #: through the ``sandman-controller`` Lease, each with its process name as identity
+    #: (``controller``, ``controller-2``, ...), the others warm standbys.
+    controller_replicas: int = 1
+    #: Leader-election flags when there are standbys: short, so a failover test finishes in
+    #: seconds (the controller's own defaults are client-go's 15 / 10 / 2 s).
+    election_args: tuple[str, ...] = (
+        "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5",
+    )  # fmt: skip
     facade_args: tuple[str, ...] = ()
     #: Facade processes (stateless replicas sharing one config); the first is ``Stack.url``.
     #: 0: no facade (a benchmark that creates pods itself).
@@ -104,6 +115,7 @@ class Stack:
         self.urls: list[str] = []
         self.controller_url = ""
         self.agents_metrics_url = ""
+        self.controller_urls: list[str] = []
         self.kubeconfig = settings.workdir / "cluster" / "kubeconfig"
         self.processes: dict[str, asyncio.subprocess.Process] = {}
         self._log_offsets: dict[str, int] = {}
@@ -129,30 +141,82 @@ class Stack:
             await self._ensure_namespace(f"sandman-{tenant}", s.quota_pods.get(tenant))
         self._write_facade_config()
         # Fixed ports, so a restarted controller or facade keeps its URL.
-        self.controller_url = f"http://127.0.0.1:{free_listen_port()}"
+        self.controller_urls = [
+            f"http://127.0.0.1:{free_listen_port()}" for _ in range(max(s.controller_replicas, 1))
+        ]
+        self.controller_url = self.controller_urls[0]
         self.urls = [
             f"http://{s.facade_host}:{(s.facade_port if i == 0 else 0) or free_listen_port()}"
             for i in range(s.facade_replicas)
         ]
         self.url = self.urls[0] if self.urls else ""
-        await self._start_controller()
+        for controller in self.controllers():
+            await self._start_controller(controller)
         if s.node_agents:
             await self.start_agents()
-        for replica in self._facades():
+        for replica in self.facades():
             await self._start_facade(replica)
-        await self._wait_http("controller", f"{self.controller_url}/readyz")
+        for controller, url in zip(self.controllers(), self.controller_urls, strict=True):
+            await self._wait_http(controller, f"{url}/readyz")
         self.say(f"ready: facade at {self.url}" if self.url else "ready (no facade)")
 
+    # --- one process at a time (failure tests, the fault benchmark) --------------------------
     async def restart(self, name: str) -> None:
-        """Stop ``controller`` or a facade (``facade``, ``facade-2``, ...) with SIGTERM and
-        start it again with the same settings and port."""
+        """Stop a controller (``controller``, ``controller-2``, ...) or a facade (``facade``,
+        ``facade-2``, ...) with SIGTERM and start it again with the same settings and port."""
         await self._stop_one(name)
-        if name == "controller":
-            await self._start_controller()
-        else:
-            await self._start_facade(name)
+        await self.start_again(name)
 
-    def _facades(self) -> list[str]:
+    async def start_again(self, name: str) -> None:
+        """Start a controller or facade that was stopped or killed (same settings, port and
+        log, appended); it must not be running."""
+        process = self.processes.get(name)
+        if process is not None and process.returncode is None:
+            raise StackError(f"{name} is still running (pid {process.pid})")
+        if name in self.controllers():
+            await self._start_controller(name)
+            index = self.controllers().index(name)
+            await self._wait_http(name, f"{self.controller_urls[index]}/readyz")
+        elif name in self.facades():
+            await self._start_facade(name)
+        else:
+            raise StackError(f"no controller or facade named {name!r}")
+
+    def send_signal(self, name: str, sig: int) -> None:
+        """``sig`` (e.g. SIGSTOP, SIGCONT) to one process of the stack, which stays in it."""
+        process = self.processes.get(name)
+        if process is None or process.returncode is not None:
+            raise StackError(f"{name} is not running")
+        process.send_signal(sig)
+
+    async def kill(self, name: str) -> int:
+        """SIGKILL one process (no clean shutdown: a crash) and reap it; its exit code.
+        ``start_again`` brings a controller or facade back."""
+        process = self.processes.get(name)
+        if process is None or process.returncode is not None:
+            raise StackError(f"{name} is not running")
+        process.kill()
+        code = await process.wait()
+        del self.processes[name]
+        return code
+
+    async def leader(self) -> str:
+        """The name of the controller holding the leader Lease ("" if none does)."""
+        if self.settings.controller_replicas <= 1:
+            return "controller" if "controller" in self.processes else ""
+        async with await KubeClient.connect(
+            ClientSettings(qps=0, burst=0), kubeconfig=str(self.kubeconfig)
+        ) as client:
+            election = ElectionSettings(identity="devstack")
+            lease = await client.get(LEASES, election.name, election.namespace)
+        return str((lease.get("spec") or {}).get("holderIdentity") or "")
+
+    def controllers(self) -> list[str]:
+        """The controller processes' names, ``controller`` first."""
+        n = max(self.settings.controller_replicas, 1)
+        return ["controller", *(f"controller-{i}" for i in range(2, n + 1))]
+
+    def facades(self) -> list[str]:
         return ["facade", *(f"facade-{i + 1}" for i in range(1, len(self.urls)))][: len(self.urls)]
 
     def namespace(self, tenant: str | None = None) -> str:
@@ -185,13 +249,17 @@ class Stack:
         """The kubeconfig of Sandman's service account (its own API priority level)."""
         return str(self.settings.workdir / "cluster" / "kubeconfig-sandman")
 
-    async def _start_controller(self) -> None:
-        self.say("starting the controller")
-        port = self.controller_url.rsplit(":", 1)[1]
+    async def _start_controller(self, name: str) -> None:
+        self.say(f"starting the {name}")
+        url = self.controller_urls[self.controllers().index(name)]
+        port = url.rsplit(":", 1)[1]
+        election: tuple[str, ...] = ("--no-leader-elect",)
+        if self.settings.controller_replicas > 1:
+            election = ("--identity", name, *self.settings.election_args)
         await self.spawn(
-            "controller",
+            name,
             [
-                "-m", "controller", "--kubeconfig", self.service_kubeconfig, "--no-leader-elect",
+                "-m", "controller", "--kubeconfig", self.service_kubeconfig, *election,
                 "--health-host", "127.0.0.1", "--health-port", port,
                 *self.settings.controller_args,
             ],
@@ -199,7 +267,7 @@ class Stack:
 
     async def _start_facade(self, name: str) -> None:
         self.say(f"starting the {name}")
-        url = self.urls[self._facades().index(name)]
+        url = self.urls[self.facades().index(name)]
         host, port = url.removeprefix("http://").rsplit(":", 1)
         await self.spawn(
             name,
@@ -349,9 +417,9 @@ class Stack:
     # --- stop -----------------------------------------------------------------------------
     async def stop(self) -> None:
         """Stop the facade, the controller, then simcluster (which stops its pod processes)."""
-        core = ("controller", "simcluster")
-        extra = [n for n in self.processes if n not in core and n not in self._facades()]
-        for name in (*self._facades(), *extra, *core):
+        core = (*self.controllers(), "simcluster")
+        extra = [n for n in self.processes if n not in core and n not in self.facades()]
+        for name in (*self.facades(), *extra, *core):
             await self._stop_one(name)
 
     async def _stop_one(self, name: str, timeout_s: float = 20.0) -> None:
@@ -359,6 +427,8 @@ class Stack:
         if process is None or process.returncode is not None:
             return
         process.send_signal(signal.SIGTERM)
+        # A process stopped with SIGSTOP (a fault test) holds SIGTERM until it is continued.
+        process.send_signal(signal.SIGCONT)
         try:
             await asyncio.wait_for(process.wait(), timeout_s)
         except TimeoutError:

@@ -141,7 +141,8 @@ def _parser() -> argparse.ArgumentParser:
         "params",
         nargs="*",
         metavar="KEY=VALUE",
-        help="e.g. node=node-3 or verb=create rate=0.1 code=429",
+        help="e.g. node=node-3, or verb=create rate=0.1 code=429, or rate=0.05 "
+        "code=[429,500] user=system:serviceaccount:sandman-system:sandman-controller",
     )
     sub.add_parser("profiles", help="list the built-in profiles")
     return p

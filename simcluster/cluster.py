@@ -27,10 +27,11 @@ from simcluster.kubelet.settings import NodeSettings
 from simcluster.network import PodNetwork
 from simcluster.quantity import format_cpu, format_memory, to_milli, to_units
 
-__all__ = ["ADMIN", "Cluster", "ClusterSettings"]
+__all__ = ["ADMIN", "RUNTIME_LABEL", "Cluster", "ClusterSettings"]
 
 ADMIN = User("admin", ("system:masters",))
 TENANTS_NS = "simcluster-tenants"
+RUNTIME_LABEL = "simcluster.io/runtime"  # "process" on the process nodes of a virtual cluster
 TENANT_IMAGE = "registry.example/other-tenant:1"  # preloaded on every node
 Progress = Callable[[str], None]
 
@@ -41,6 +42,11 @@ class ClusterSettings:
     nodes: int = 0
     node: NodeSettings = field(default_factory=NodeSettings)
     runtime: str = "virtual"  # "virtual" | "process"
+    #: With the virtual runtime: this many nodes (the first) run the process runtime
+    #: instead, labelled and tainted (NoSchedule) ``simcluster.io/runtime=process``: a few
+    #: real pods (a node selector and a toleration pick them; nothing else lands there) in
+    #: a cluster too large to run real processes on every node.
+    process_nodes: int = 0
     foreign_fraction: float = 0.0  # share of each node's CPU/memory held by other tenants' pods
     node_prefix: str = "node-"
     seed: int = 0
@@ -67,14 +73,20 @@ class Cluster:
             if settings.runtime == "process"
             else VirtualRuntime()
         )
+        #: The runtime of the first ``process_nodes`` nodes of a virtual cluster.
+        self.process_runtime: ProcessRuntime | None = None
+        if isinstance(self.runtime, ProcessRuntime):
+            self.process_runtime = self.runtime
+        elif settings.process_nodes > 0:
+            self.process_runtime = ProcessRuntime(ProcessSettings(workdir / "logs"))
         self.kubelets: dict[str, Kubelet] = {}
         self.kubelet_metrics = KubeletMetrics(self.server.metrics.registry)
         self.pull_stats = PullStats(
             self.kubelet_metrics.pull_started, self.kubelet_metrics.gc_removed.inc
         )
         self.cri: CriServers | None = CriServers(workdir) if settings.cri else None
-        if isinstance(self.runtime, ProcessRuntime):
-            self.server.dispatcher.log_reader = self.runtime.read_log
+        if self.process_runtime is not None:
+            self.server.dispatcher.log_reader = self.process_runtime.read_log
         # Process-mode pods listen on loopback addresses: reserve a range no other cluster
         # on this machine uses (virtual pods listen nowhere and share the default range).
         self.network = PodNetwork(settings.nodes)
@@ -84,7 +96,7 @@ class Cluster:
 
     async def start(self, progress: Progress | None = None) -> None:
         say = progress or (lambda _msg: None)
-        if isinstance(self.runtime, ProcessRuntime):
+        if self.process_runtime is not None:
             self.network.reserve()
         await self.server.start()
         self.server.kubeconfig(self.kubeconfig, ADMIN)
@@ -118,12 +130,13 @@ class Cluster:
                 client = LocalClient(
                     self.server.dispatcher, User(f"system:node:{name}", ("system:nodes",))
                 )
+                runtime, node = self._runtime_of(i)
                 k = Kubelet(
                     name,
                     i,
                     client,
-                    self.runtime,
-                    self.settings.node,
+                    runtime,
+                    node,
                     self.settings.seed,
                     self.kubelet_metrics,
                     network=self.network.first,
@@ -139,12 +152,24 @@ class Cluster:
             if progress is not None:
                 progress(f"nodes ready: {len(self.kubelets)}/{start + count}")
 
+    def _runtime_of(self, i: int) -> tuple[Runtime, NodeSettings]:
+        node = self.settings.node
+        if self.process_runtime is None or self.process_runtime is self.runtime:
+            return self.runtime, node
+        if i >= self.settings.process_nodes:
+            return self.runtime, node
+        labels = {**node.labels, RUNTIME_LABEL: "process"}
+        taint = {"key": RUNTIME_LABEL, "value": "process", "effect": "NoSchedule"}
+        return self.process_runtime, replace(node, labels=labels, taints=(*node.taints, taint))
+
     async def stop(self) -> None:
         if self.cri is not None:
             await self.cri.close()
         await asyncio.gather(*(k.stop() for k in self.kubelets.values()))
         self.kubelets.clear()
         await self.runtime.close()
+        if self.process_runtime is not None and self.process_runtime is not self.runtime:
+            await self.process_runtime.close()
         await self.server.stop()
         self.network.release()
 

@@ -35,7 +35,7 @@ _API = {
 _NODES = {
     "count", "cpu", "memory", "max_pods", "labels", "taints", "foreign_fraction", "creation_rate",
     "creation_concurrency", "start_latency_s", "start_jitter_s", "lease_interval_s",
-    "status_interval_s", "preloaded_images", "restart_backoff_s",
+    "status_interval_s", "preloaded_images", "restart_backoff_s", "process_count",
 }  # fmt: skip
 _IMAGES = {
     "pull_base_s",
@@ -151,6 +151,7 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             nodes=int(nodes.get("count", 0)),
             node=node,
             runtime=str(data.get("runtime", "virtual")),
+            process_nodes=int(nodes.get("process_count", 0)),
             foreign_fraction=float(nodes.get("foreign_fraction", 0)),
             seed=int(data.get("seed", 0)),
             service_account_kubeconfigs=tuple(

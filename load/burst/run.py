@@ -33,7 +33,7 @@ from load.burst.settings import BurstSettings, ProfileBudget, profile_budget
 TENANT = "bench"
 TOKEN = "bench-token-0123456789abcdef"  # the benchmark tenant's bearer token (loopback only)
 
-__all__ = ["run_burst"]
+__all__ = ["TENANT", "TOKEN", "run_burst"]
 
 Say = Callable[[str], None]
 

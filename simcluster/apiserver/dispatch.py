@@ -184,7 +184,7 @@ class Dispatcher:
         try:
             watch = info.verb == "watch"
             async with self.flow.admit(req.user, info.mutating, watch):
-                fault = self.faults.error_for(info.verb)
+                fault = self.faults.error_for(info.verb, req.user.name)
                 if fault is not None:
                     raise fault
                 delay = self.faults.extra_latency() + (

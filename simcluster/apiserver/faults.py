@@ -14,19 +14,30 @@ from dataclasses import dataclass, field
 
 from simcluster.errors import ApiError, InternalError, Timeout, TooManyRequests
 
-__all__ = ["ApiFaults", "ErrorRate"]
+__all__ = ["ANY", "ERROR_CODES", "ApiFaults", "ErrorRate"]
+
+
+ERROR_CODES = (429, 500, 504)
+ANY = "*"
 
 
 @dataclass(frozen=True, slots=True)
 class ErrorRate:
     rate: float  # 0..1, fraction of matching requests that fail
     code: int  # 429, 500 or 504 (timeout)
+    #: More codes to draw from (uniformly, with ``code``): a mix such as 429 and 500.
+    also: tuple[int, ...] = ()
 
 
 @dataclass
 class ApiFaults:
+    """Error rates keyed by (user, verb), ``*`` matching any; the most specific key wins:
+    (user, verb), (user, *), (*, verb), (*, *). A user-scoped fault lets a test fail one
+    client's requests (Sandman's service account) while the kubelets and the test's own
+    observer are served normally."""
+
     seed: int = 0
-    errors: dict[str, ErrorRate] = field(default_factory=dict)  # verb ("*" = any) -> rate
+    errors: dict[tuple[str, str], ErrorRate] = field(default_factory=dict)
     latency_s: float = 0.0
     latency_until: float = 0.0
     _rng: random.Random = field(init=False, repr=False)
@@ -34,13 +45,16 @@ class ApiFaults:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
 
-    def set_error_rate(self, verb: str, rate: float, code: int) -> None:
-        if code not in (429, 500, 504):
-            raise ValueError("error code must be 429, 500 or 504")
+    def set_error_rate(
+        self, verb: str, rate: float, code: int | tuple[int, ...], user: str = ANY
+    ) -> None:
+        codes = (code,) if isinstance(code, int) else tuple(code)
+        if not codes or any(c not in ERROR_CODES for c in codes):
+            raise ValueError("error codes must be 429, 500 or 504")
         if rate <= 0:
-            self.errors.pop(verb, None)
+            self.errors.pop((user, verb), None)
         else:
-            self.errors[verb] = ErrorRate(min(rate, 1.0), code)
+            self.errors[(user, verb)] = ErrorRate(min(rate, 1.0), codes[0], codes[1:])
 
     def spike(self, latency_s: float, duration_s: float) -> None:
         self.latency_s = latency_s
@@ -55,12 +69,17 @@ class ApiFaults:
             return self.latency_s
         return 0.0
 
-    def error_for(self, verb: str) -> ApiError | None:
-        er = self.errors.get(verb) or self.errors.get("*")
+    def error_for(self, verb: str, user: str = ANY) -> ApiError | None:
+        er = None
+        for key in ((user, verb), (user, ANY), (ANY, verb), (ANY, ANY)):
+            er = self.errors.get(key)
+            if er is not None:
+                break
         if er is None or self._rng.random() >= er.rate:
             return None
-        if er.code == 429:
+        code = self._rng.choice((er.code, *er.also)) if er.also else er.code
+        if code == 429:
             return TooManyRequests("Too many requests, please try again later.", retry_after=1)
-        if er.code == 504:
+        if code == 504:
             return Timeout("Timeout: request did not complete within the allotted timeout")
         return InternalError("Internal error occurred: injected fault")

@@ -178,8 +178,12 @@ class ApiServer:
             raise Forbidden(f'User "{user.name}" cannot inject faults')
         kind = body.get("kind")
         if kind == "api-errors":
+            code = body["code"]
             self.faults.set_error_rate(
-                str(body.get("verb", "*")), float(body["rate"]), int(body["code"])
+                str(body.get("verb", "*")),
+                float(body["rate"]),
+                tuple(int(c) for c in code) if isinstance(code, list) else int(code),
+                str(body.get("user", "*")),
             )
         elif kind == "latency":
             self.faults.spike(float(body["seconds"]), float(body.get("duration_s", 60)))

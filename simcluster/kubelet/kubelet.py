@@ -148,30 +148,46 @@ class Kubelet:
 
     # --- pods ----------------------------------------------------------------------------
     async def _watch_loop(self) -> None:
-        selector = f"spec.nodeName={self.name}"
+        """List once, then watch and resume from the last resourceVersion seen when a stream
+        ends (a timeout, a dropped connection); relist only on 410 or an error. Relisting at
+        every stream end made 400 kubelets scan every pod each time the server dropped its
+        watches, stalling the API server's loop for seconds."""
+        rv = ""
         while True:
             try:
-                listed = await self.client.request(
-                    "list", "pods", query={"fieldSelector": selector}
-                )
-                rv = listed["metadata"]["resourceVersion"]
-                seen = {p["metadata"]["uid"] for p in listed["items"]}
-                for uid in [u for u in self.pods if u not in seen]:
-                    self._forget(self.pods[uid])
-                for pod in listed["items"]:
-                    await self._handle("ADDED", pod)
-                query = {
-                    "fieldSelector": selector,
-                    "resourceVersion": rv,
-                    "allowWatchBookmarks": "true",
-                }
-                async for ev in self.client.watch("pods", query=query):
-                    if ev["type"] == "ERROR":
-                        break  # 410: relist
-                    await self._handle(ev["type"], ev["object"])
+                if not rv:
+                    rv = await self._relist()
+                rv = await self._watch_from(rv)
             except LocalApiError as e:
                 log.debug("kubelet %s watch error: %s", self.name, e)
+                rv = ""
                 await asyncio.sleep(1.0)
+
+    async def _relist(self) -> str:
+        listed = await self.client.request(
+            "list", "pods", query={"fieldSelector": f"spec.nodeName={self.name}"}
+        )
+        seen = {p["metadata"]["uid"] for p in listed["items"]}
+        for uid in [u for u in self.pods if u not in seen]:
+            self._forget(self.pods[uid])
+        for pod in listed["items"]:
+            await self._handle("ADDED", pod)
+        return str(listed["metadata"]["resourceVersion"])
+
+    async def _watch_from(self, rv: str) -> str:
+        """Watch from ``rv`` until the stream ends; the resourceVersion to resume from, or
+        "" to relist (410)."""
+        query = {
+            "fieldSelector": f"spec.nodeName={self.name}",
+            "resourceVersion": rv,
+            "allowWatchBookmarks": "true",
+        }
+        async for ev in self.client.watch("pods", query=query):
+            if ev["type"] == "ERROR":
+                return ""  # 410: relist
+            rv = (ev["object"].get("metadata") or {}).get("resourceVersion") or rv
+            await self._handle(ev["type"], ev["object"])
+        return rv
 
     async def _handle(self, etype: str, pod: Obj) -> None:
         if etype == "BOOKMARK":

@@ -43,3 +43,19 @@ class RunningStack:
         await anyio.to_thread.run_sync(self.portal.call, self.stack.restart, name)
         owned = self.config.stash.setdefault(FIXTURE_PIDS, set())
         owned.add(self.stack.processes[name].pid)
+
+    async def start_again(self, name: str) -> None:
+        await anyio.to_thread.run_sync(self.portal.call, self.stack.start_again, name)
+        owned = self.config.stash.setdefault(FIXTURE_PIDS, set())
+        owned.add(self.stack.processes[name].pid)
+
+    async def kill(self, name: str) -> int:
+        code: int = await anyio.to_thread.run_sync(self.portal.call, self.stack.kill, name)
+        return code
+
+    def send_signal(self, name: str, sig: int) -> None:
+        self.stack.send_signal(name, sig)
+
+    async def leader(self) -> str:
+        name: str = await anyio.to_thread.run_sync(self.portal.call, self.stack.leader)
+        return name

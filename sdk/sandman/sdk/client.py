@@ -78,12 +78,16 @@ class AsyncSandman:
         self.owner = owner or new_owner()
         self.lease_s = lease_s
         self.release_on_exit = release_on_exit
+        url, token = resolve_url(url), resolve_token(token)
+        timeouts, retry = timeouts or Timeouts(), retry or RetryPolicy()
         self.transport = Transport(
-            resolve_url(url),
-            resolve_token(token),
-            timeouts=timeouts or Timeouts(),
-            limits=limits or Limits(),
-            retry=retry or RetryPolicy(),
+            url, token, timeouts=timeouts, limits=limits or Limits(), retry=retry
+        )
+        #: The lease has a connection of its own: renewals must not queue behind this
+        #: client's long-polls (waits on 256 sandboxes fill the pool for 20 s at a time), or
+        #: the lease lapses and the facade deletes every sandbox of the owner.
+        self._lease_transport = Transport(
+            url, token, timeouts=timeouts, limits=Limits(max_connections=1), retry=retry
         )
         self._lease_task: asyncio.Task[None] | None = None
 
@@ -95,7 +99,7 @@ class AsyncSandman:
             if self.lease_s is not None:
                 await self.start_lease()
         except BaseException:
-            await self.transport.close()
+            await self._close_transports()
             raise
         return self
 
@@ -118,9 +122,13 @@ class AsyncSandman:
             except SandmanError as e:
                 log.warning("releasing the sandboxes of %s failed: %s", self.owner, e)
             finally:
-                await self.transport.close()
+                await self._close_transports()
         if scope.cancelled_caught:
             log.warning("releasing the sandboxes of %s timed out", self.owner)
+
+    async def _close_transports(self) -> None:
+        await self._lease_transport.close()
+        await self.transport.close()
 
     # --- create ---------------------------------------------------------------------------
     def _spec(
@@ -343,7 +351,7 @@ class AsyncSandman:
 
     async def renew_lease(self, duration_s: int | None = None) -> LeaseStatus:
         body = LeaseRenewal(duration_s=duration_s or self.lease_s or 60)
-        return await self.transport.request(
+        return await self._lease_transport.request(
             "PUT", f"/v1/owners/{self.owner}/lease", LeaseStatus, body=body, idempotent=True
         )
 
