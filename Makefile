@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-APT_PACKAGES := bubblewrap busybox-static binutils
+APT_PACKAGES := bubblewrap busybox-static binutils containerd runc docker-registry
 BUNDLE_DIR := build/daemon-bundle
 
 .PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst simcluster clean
