@@ -1,5 +1,6 @@
-"""Session fixtures of the cri runtime's tests: one private containerd + registry with the
-test images (tests/support/cri.py) and the daemon bundle, built once."""
+"""Fixtures of the cri runtime's tests: one private containerd + registry with the test
+images per session (tests/support/cri.py), and the whole stack on it per module. The daemon
+bundle is the suite's session fixture (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pathlib import Path
 import pytest
 from anyio.from_thread import start_blocking_portal
 
-from daemon.sandbox import bundle
 from devstack.stack import Stack, StackSettings
 from tests.support.cri import CriHost, start_cri_host
 from tests.support.stack import RunningStack
@@ -22,15 +22,6 @@ def cri_host(pytestconfig: pytest.Config) -> Iterator[CriHost]:
         yield host
     finally:
         host.stop()
-
-
-@pytest.fixture(scope="session")
-def bundle_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The daemon bundle (the real build behind `make bundle`, ~15-40 s)."""
-    root = tmp_path_factory.mktemp("bundle")
-    out = root / "daemon-bundle"
-    bundle.build(out, work=root / "work")
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,11 @@ from kubernetes import client, config
 
 from daemon.sandbox import layout
 from sandman.sdk.daemon_client import SandboxClient
-from simcluster.cluster import ClusterSettings
+from simcluster.cluster import Cluster, ClusterSettings
 from simcluster.embedded import EmbeddedCluster
+from simcluster.errors import SimclusterError
 from simcluster.kubelet.cri_runtime import CriRuntime
+from simcluster.profile import load_profile
 from tests.support.cri import CriHost
 from tests.support.wait import wait_until
 
@@ -161,3 +163,16 @@ def test_an_exit_is_noticed_and_a_present_image_is_not_pulled_again(
         assert image not in runtime.pulled  # present: the start did not pull
         v1.delete_namespaced_pod("exits", "t")
         wait_until(lambda: not v1.list_namespaced_pod("t").items, timeout_s=30, interval_s=0.1)
+
+
+def test_the_cri_profile_takes_containerds_socket_and_refuses_to_run_without_one(
+    tmp_path: Path,
+) -> None:
+    settings = load_profile("cri", {"cri_socket": "/run/x/containerd.sock"})
+    assert (settings.runtime, settings.cri_socket, settings.nodes) == (
+        "cri",
+        "/run/x/containerd.sock",
+        1,
+    )
+    with pytest.raises(SimclusterError, match="cri_socket"):
+        Cluster(ClusterSettings(nodes=1, runtime="cri"), tmp_path)
