@@ -14,7 +14,8 @@ a ``sleep`` command serves, since a host-network sandbox needs nothing but a PID
 streaming server is bound to 127.0.0.1. No CNI configuration is written: every pod uses the
 host's network, each daemon on its own 127.x.y.z address.
 
-``stop()`` leaves nothing behind: it SIGTERMs containerd, then SIGKILLs any shim still
+``stop()`` leaves nothing behind: it removes every pod sandbox still there (through CRI),
+SIGTERMs containerd, then SIGKILLs any shim still
 serving *this* containerd (found by its unique socket address, never by name), unmounts
 what is still mounted under the directory and removes it.
 """
@@ -29,8 +30,12 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import grpc
+from cri_api.v1 import api_pb2, api_pb2_grpc
 
 from devstack.ports import free_listen_port
 
@@ -153,10 +158,9 @@ class ContainerdHost:
                 argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
             )
 
-    async def _wait(self, name: str, ready: object) -> None:
+    async def _wait(self, name: str, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self.settings.start_timeout_s
-        check = ready if callable(ready) else (lambda: False)
-        while not await asyncio.to_thread(check):
+        while not await asyncio.to_thread(ready):
             proc = self._procs[name]
             if proc.poll() is not None:
                 raise ContainerdError(
@@ -167,7 +171,24 @@ class ContainerdHost:
             await asyncio.sleep(0.05)
 
     async def stop(self) -> None:
+        if self._procs.get("containerd") is not None:
+            await self._remove_all_pods()
         await asyncio.to_thread(self._stop_sync)
+
+    async def _remove_all_pods(self) -> None:
+        """Stop and remove every pod sandbox (and so every container) still on this
+        containerd: a container outlives its shim if only the shim is killed."""
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            async with grpc.aio.insecure_channel(f"unix:{self.socket}") as channel:
+                rt = api_pb2_grpc.RuntimeServiceStub(channel)
+                listed = await rt.ListPodSandbox(api_pb2.ListPodSandboxRequest(), timeout=10)
+                for pod in listed.items:
+                    await rt.StopPodSandbox(
+                        api_pb2.StopPodSandboxRequest(pod_sandbox_id=pod.id), timeout=30
+                    )
+                    await rt.RemovePodSandbox(
+                        api_pb2.RemovePodSandboxRequest(pod_sandbox_id=pod.id), timeout=30
+                    )
 
     def _stop_sync(self) -> None:
         for name in ("containerd", "registry"):
