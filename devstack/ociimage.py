@@ -22,8 +22,8 @@ import json
 import random
 import tarfile
 import tempfile
+import urllib.error
 import urllib.request
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,18 +117,14 @@ def build_and_push(registry: str, spec: ImageSpec) -> PushedImage:
     }
     config_bytes = json.dumps(config, sort_keys=True).encode()
     base, repo = f"http://{registry}", spec.repository
+    config_digest = _push_blob(base, repo, config_bytes)
+    layer_digest = _push_blob(base, repo, layer)
     manifest = {
         "schemaVersion": 2,
         "mediaType": _MANIFEST,
-        "config": {"mediaType": _CONFIG, "size": len(config_bytes), "digest": ""},
-        "layers": [{"mediaType": _LAYER, "size": len(layer), "digest": ""}],
+        "config": {"mediaType": _CONFIG, "size": len(config_bytes), "digest": config_digest},
+        "layers": [{"mediaType": _LAYER, "size": len(layer), "digest": layer_digest}],
     }
-    manifest["config"]["digest"] = _push_blob(base, repo, config_bytes)  # type: ignore[index]
-    manifest["layers"][0]["digest"] = _push_blob(base, repo, layer)  # type: ignore[index]
     body = json.dumps(manifest).encode()
     _request("PUT", f"{base}/v2/{repo}/manifests/{spec.tag}", body, _MANIFEST)
     return PushedImage(f"{registry}/{repo}:{spec.tag}", _digest(body), len(layer))
-
-
-def push_all(registry: str, specs: Sequence[ImageSpec]) -> list[PushedImage]:
-    return [build_and_push(registry, s) for s in specs]
