@@ -4,10 +4,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-APT_PACKAGES := bubblewrap busybox-static binutils
+APT_PACKAGES := bubblewrap busybox-static binutils containerd runc docker-registry
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst bench-faults bench-soak simcluster clean
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst bench-faults bench-soak bench-cri simcluster clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman-dev demo
@@ -53,6 +53,10 @@ bundle: $(STAMP)
 
 bench-daemon: system-deps $(STAMP) bundle
 	$(BIN)/python -m load.bench.daemon --bundle $(BUNDLE_DIR)
+
+# The real runtime: a private containerd + registry (Debian packages), the cri runtime.
+bench-cri: system-deps $(STAMP) bundle
+	$(BIN)/python -m load.bench.cri --bundle $(BUNDLE_DIR)
 
 bench-scheduler: $(STAMP)
 	$(BIN)/python -m load.bench.scheduler

@@ -96,6 +96,10 @@ class StackSettings:
     #: ``KEY=VALUE`` settings for every agent (``AgentSettings`` fields).
     node_agent_settings: tuple[str, ...] = ()
     python: str = field(default_factory=lambda: sys.executable)
+    #: The facade's ``delivery`` section (facade/podspec.py ``DaemonDelivery``); None: the
+    #: daemon runs from this Python (``local-process``, simcluster's process runtime). The
+    #: ``cri`` runtime needs the bundle: ``{"mode": "host-path", "host_path": DIR}``.
+    delivery: dict[str, Any] | None = None
 
 
 class Stack:
@@ -287,7 +291,7 @@ class Stack:
         secret.chmod(0o600)
         document = {
             "secret_file": str(secret),
-            "delivery": {"mode": "local-process", "python": [s.python]},
+            "delivery": s.delivery or {"mode": "local-process", "python": [s.python]},
             "classes": [
                 {"name": DEFAULT_CLASS, "cpu": "250m", "memory": "512Mi"},  # what creates get
                 *s.extra_classes,

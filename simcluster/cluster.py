@@ -8,6 +8,7 @@ traffic is flow-controlled and counted like real node traffic, in its own priori
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from simcluster.apiserver.http import ApiServer, ServerSettings
 from simcluster.apiserver.local import LocalApiError, LocalClient
 from simcluster.errors import BadRequest, NotFound, SimclusterError
 from simcluster.kubelet.cri import CriServers
+from simcluster.kubelet.cri_runtime import CriRuntime, CriRuntimeSettings
 from simcluster.kubelet.images import PullStats
 from simcluster.kubelet.kubelet import VIRTUAL_LABEL, Kubelet
 from simcluster.kubelet.metrics import KubeletMetrics
@@ -41,7 +43,7 @@ class ClusterSettings:
     server: ServerSettings = field(default_factory=ServerSettings)
     nodes: int = 0
     node: NodeSettings = field(default_factory=NodeSettings)
-    runtime: str = "virtual"  # "virtual" | "process"
+    runtime: str = "virtual"  # "virtual" | "process" | "cri"
     #: With the virtual runtime: this many nodes (the first) run the process runtime
     #: instead, labelled and tainted (NoSchedule) ``simcluster.io/runtime=process``: a few
     #: real pods (a node selector and a toleration pick them; nothing else lands there) in
@@ -54,12 +56,20 @@ class ClusterSettings:
     service_account_kubeconfigs: tuple[tuple[str, str], ...] = ()
     #: Serve the CRI ImageService of every node on a unix socket (kubelet/cri.py).
     cri: bool = False
+    #: The ``cri`` runtime's containerd socket (CRI RuntimeService and ImageService). Every
+    #: node's pods run there, and ``cri-sockets.json`` points every node's agent at it.
+    cri_socket: str = ""
+
+
+RUNTIMES = ("virtual", "process", "cri")
 
 
 class Cluster:
     def __init__(self, settings: ClusterSettings, workdir: Path) -> None:
-        if settings.runtime not in ("virtual", "process"):
-            raise SimclusterError(f"unknown runtime {settings.runtime!r} (virtual, process)")
+        if settings.runtime not in RUNTIMES:
+            raise SimclusterError(f"unknown runtime {settings.runtime!r} ({', '.join(RUNTIMES)})")
+        if settings.runtime == "cri" and not settings.cri_socket:
+            raise SimclusterError("the cri runtime needs cri_socket (containerd's socket)")
         if settings.foreign_fraction > 0 and TENANT_IMAGE not in settings.node.preloaded_images:
             node = replace(
                 settings.node, preloaded_images=(*settings.node.preloaded_images, TENANT_IMAGE)
@@ -68,24 +78,25 @@ class Cluster:
         self.settings = settings
         self.workdir = workdir
         self.server = ApiServer(settings.server)
-        self.runtime: Runtime = (
-            ProcessRuntime(ProcessSettings(workdir / "logs"))
-            if settings.runtime == "process"
-            else VirtualRuntime()
-        )
+        self.kubelets: dict[str, Kubelet] = {}
+        self.kubelet_metrics = KubeletMetrics(self.server.metrics.registry)
+        self.runtime: Runtime = self._runtime(settings, workdir)
         #: The runtime of the first ``process_nodes`` nodes of a virtual cluster.
         self.process_runtime: ProcessRuntime | None = None
         if isinstance(self.runtime, ProcessRuntime):
             self.process_runtime = self.runtime
-        elif settings.process_nodes > 0:
+        elif settings.process_nodes > 0 and settings.runtime == "virtual":
             self.process_runtime = ProcessRuntime(ProcessSettings(workdir / "logs"))
-        self.kubelets: dict[str, Kubelet] = {}
-        self.kubelet_metrics = KubeletMetrics(self.server.metrics.registry)
         self.pull_stats = PullStats(
             self.kubelet_metrics.pull_started, self.kubelet_metrics.gc_removed.inc
         )
-        self.cri: CriServers | None = CriServers(workdir) if settings.cri else None
-        if self.process_runtime is not None:
+        # With real containerd the agents use its ImageService, not the simulated one.
+        self.cri: CriServers | None = (
+            CriServers(workdir) if settings.cri and settings.runtime != "cri" else None
+        )
+        if isinstance(self.runtime, CriRuntime):
+            self.server.dispatcher.log_reader = self.runtime.read_log
+        elif self.process_runtime is not None:
             self.server.dispatcher.log_reader = self.process_runtime.read_log
         # Process-mode pods listen on loopback addresses: reserve a range no other cluster
         # on this machine uses (virtual pods listen nowhere and share the default range).
@@ -94,9 +105,20 @@ class Cluster:
         self.kubeconfigs: dict[str, Path] = {}
         self._admin = LocalClient(self.server.dispatcher, ADMIN)
 
+    def _runtime(self, settings: ClusterSettings, workdir: Path) -> Runtime:
+        if settings.runtime == "process":
+            return ProcessRuntime(ProcessSettings(workdir / "logs"))
+        if settings.runtime == "cri":
+            on_pull = self.kubelet_metrics.cri_pulls.labels
+            return CriRuntime(
+                CriRuntimeSettings(settings.cri_socket, workdir / "logs"),
+                on_pull=lambda image: on_pull(image).inc(),
+            )
+        return VirtualRuntime()
+
     async def start(self, progress: Progress | None = None) -> None:
         say = progress or (lambda _msg: None)
-        if self.process_runtime is not None:
+        if self.runtime.name != "virtual" or self.process_runtime is not None:
             self.network.reserve()
         await self.server.start()
         self.server.kubeconfig(self.kubeconfig, ADMIN)
@@ -149,6 +171,8 @@ class Cluster:
                 for k in new:
                     await self.cri.add(k.name, k.images)
                 self.cri.write_index()
+            elif self.settings.runtime == "cri":
+                self._write_cri_index()
             if progress is not None:
                 progress(f"nodes ready: {len(self.kubelets)}/{start + count}")
 
@@ -161,6 +185,13 @@ class Cluster:
         labels = {**node.labels, RUNTIME_LABEL: "process"}
         taint = {"key": RUNTIME_LABEL, "value": "process", "effect": "NoSchedule"}
         return self.process_runtime, replace(node, labels=labels, taints=(*node.taints, taint))
+
+    def _write_cri_index(self) -> None:
+        """``cri-sockets.json`` as the simulated CRI writes it: every node -> containerd."""
+        index = self.workdir / "cri-sockets.json"
+        tmp = index.with_suffix(".tmp")
+        tmp.write_text(json.dumps({n: self.settings.cri_socket for n in sorted(self.kubelets)}))
+        tmp.replace(index)
 
     async def stop(self) -> None:
         if self.cri is not None:

@@ -23,7 +23,17 @@ from simcluster.quantity import to_units
 
 __all__ = ["ProfileError", "builtin_profiles", "load_profile", "parse_profile"]
 
-_TOP = {"description", "seed", "runtime", "apiserver", "nodes", "images", "kubeconfigs", "cri"}
+_TOP = {
+    "description",
+    "seed",
+    "runtime",
+    "apiserver",
+    "nodes",
+    "images",
+    "kubeconfigs",
+    "cri",
+    "cri_socket",
+}
 _API = {
     "history",
     "bookmark_interval_s",
@@ -158,6 +168,7 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
                 (k, str(v)) for k, v in (data.get("kubeconfigs") or {}).items()
             ),
             cri=bool(data.get("cri", False)),
+            cri_socket=str(data.get("cri_socket", "")),
         )
     except (TypeError, ValueError, BadRequest) as e:
         raise ProfileError(f"invalid profile value: {e}") from e

@@ -5,6 +5,9 @@ long-running processes:
 
 - asyncio tasks still pending when an async test ends (a background task nobody awaited);
 - child processes (or zombies) of the test process that outlive the test.
+
+The daemon bundle is a session fixture here because two packages need it (tests/daemon runs
+it in a bubblewrap rootfs, tests/cri in containerd) and its build takes 15-40 s: once.
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import psutil
 import pytest
 from hypothesis import settings as hypothesis_settings
 
+from daemon.sandbox import bundle
+from devstack.rootfs import RootfsError, find_busybox_static, find_bwrap
 from tests.support.leaks import FIXTURE_PIDS
 from tests.support.wait import WaitTimeout, wait_until, wait_until_async
 
@@ -36,6 +42,20 @@ LEAK_GRACE_S = 3.0
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def bundle_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The daemon bundle (the real build behind `make bundle`), built once per session."""
+    try:
+        find_bwrap()
+        find_busybox_static()
+    except RootfsError as exc:
+        pytest.fail(str(exc))
+    root = tmp_path_factory.mktemp("bundle")
+    out = root / "daemon-bundle"
+    bundle.build(out, work=root / "work")
+    return out
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

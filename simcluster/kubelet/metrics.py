@@ -45,6 +45,12 @@ class KubeletMetrics:
             ["image"],
             registry=registry,
         )
+        self.cri_pulls = Counter(
+            "simcluster_cri_image_pulls",
+            "Images the cri runtime pulled because a pod start found them absent in containerd.",
+            ["image"],
+            registry=registry,
+        )
         self.gc_removed = Counter(
             "simcluster_kubelet_image_gc_removed",
             "Images removed by the simulated kubelets' image garbage collection.",

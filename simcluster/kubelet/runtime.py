@@ -2,8 +2,8 @@
 
 A runtime turns a pod's containers into something that runs and can be probed and stopped.
 The kubelet owns everything else (admission, image pulls, creation limits, latencies, status).
-The interface is deliberately small so a ``cri`` runtime (real containerd over its socket)
-can plug in later:
+The interface is deliberately small so that the ``cri`` runtime (real containerd over its
+socket, ``cri_runtime.py``) plugs in beside ``virtual`` and ``process``:
 
 - ``start(sandbox)``: run every container of the sandbox; raise ``RuntimeStartError`` if one
   cannot start (the kubelet leaves the pod Pending with the containers waiting on the error's

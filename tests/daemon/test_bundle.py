@@ -30,8 +30,6 @@ from devstack.rootfs import (
     RootfsDaemon,
     RootfsError,
     build_busybox_rootfs,
-    find_busybox_static,
-    find_bwrap,
     free_port,
     start_in_rootfs,
 )
@@ -42,20 +40,6 @@ pytestmark = [pytest.mark.bundle, pytest.mark.timeout(300)]
 
 # Never imported by the daemon server; their presence would mean a bloated bundle.
 HEAVY_MODULES = {"aiohttp", "kr8s", "kubernetes", "ssl", "tkinter", "unittest", "pydoc"}
-
-
-@pytest.fixture(scope="session")
-def bundle_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundle, built once per session into a temporary directory (~15-40 s)."""
-    try:
-        find_bwrap()
-        find_busybox_static()
-    except RootfsError as exc:
-        pytest.fail(str(exc))
-    root = tmp_path_factory.mktemp("bundle")
-    out = root / "daemon-bundle"
-    bundle.build(out, work=root / "work")
-    return out
 
 
 @pytest.fixture(scope="session")

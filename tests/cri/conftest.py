@@ -1,0 +1,59 @@
+"""Fixtures of the cri runtime's tests: one private containerd + registry with the test
+images per session (tests/support/cri.py), and the whole stack on it per module. The daemon
+bundle is the suite's session fixture (tests/conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from anyio.from_thread import start_blocking_portal
+
+from devstack.stack import Stack, StackSettings
+from tests.support.cri import CriHost, start_cri_host
+from tests.support.stack import RunningStack
+
+
+@pytest.fixture(scope="session")
+def cri_host(pytestconfig: pytest.Config) -> Iterator[CriHost]:
+    host = start_cri_host(pytestconfig)
+    try:
+        yield host
+    finally:
+        host.stop()
+
+
+@pytest.fixture(scope="module")
+def cri_stack(
+    cri_host: CriHost,
+    bundle_dir: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
+) -> Iterator[RunningStack]:
+    """The stack (simcluster's ``cri`` profile on this containerd, the controller, the
+    facade, the node agent) as in a real deployment: the agent keeps the bundle on the node
+    (``bundle_source`` -> ``<workdir>/bundle/current``) and the facade mounts it by hostPath."""
+    workdir = Path(tmp_path_factory.mktemp("cri-stack"))
+    bundle_root = workdir / "bundle"
+    settings = StackSettings(
+        workdir=workdir,
+        profile="cri",
+        simcluster_overrides=(f"cri_socket={cri_host.socket}",),
+        node_agents=True,
+        node_agent_settings=(
+            "min_write_interval_s=0.2",
+            "reconcile_interval_s=1",
+            f"bundle_source={bundle_dir}",
+            f"bundle_root={bundle_root}",
+        ),
+        delivery={"mode": "host-path", "host_path": str(bundle_root / "current")},
+        controller_args=("--terminal-retention", "2"),
+    )
+    with start_blocking_portal() as portal:
+        running = Stack(settings)
+        portal.call(running.start)
+        try:
+            yield RunningStack(running, portal, pytestconfig)
+        finally:
+            portal.call(running.stop)

@@ -1,0 +1,178 @@
+"""The ``cri`` kubelet runtime against real containerd: a pod of the busybox-static image
+(no Python, no libc) runs the daemon bundle mounted read-only from a hostPath, binds its own
+loopback pod IP on the host's network, becomes Ready through the real readiness probe, and
+is gone (container, sandbox, address) after deletion. Exits are noticed; a pod start pulls
+only an absent image."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+from cri_api.v1 import api_pb2, api_pb2_grpc
+from kubernetes import client, config
+
+from daemon.sandbox import layout
+from sandman.sdk.daemon_client import SandboxClient
+from simcluster.cluster import Cluster, ClusterSettings
+from simcluster.embedded import EmbeddedCluster
+from simcluster.errors import SimclusterError
+from simcluster.kubelet.cri_runtime import CriRuntime
+from simcluster.profile import load_profile
+from tests.support.cri import CriHost
+from tests.support.wait import wait_until
+
+pytestmark = [pytest.mark.bundle, pytest.mark.timeout(300)]
+TOKEN = "cri-test-token"
+
+
+@pytest.fixture
+def cluster(cri_host: CriHost, tmp_path: Path) -> Iterator[EmbeddedCluster]:
+    settings = ClusterSettings(nodes=1, runtime="cri", cri_socket=cri_host.socket)
+    with EmbeddedCluster(settings, workdir=tmp_path) as c:
+        yield c
+
+
+def daemon_pod(name: str, image: str, bundle: Path) -> dict:
+    pod_ip = {"name": "SANDMAN_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": "node-0",
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 2,
+            "containers": [
+                {
+                    "name": "sandbox",
+                    "image": image,
+                    "command": layout.bundle_command(host="$(SANDMAN_POD_IP)"),
+                    "env": [{"name": "SANDMAN_TOKEN", "value": TOKEN}, pod_ip],
+                    "readinessProbe": {
+                        "httpGet": {"path": "/healthz", "port": layout.DAEMON_PORT},
+                        "periodSeconds": 1,
+                    },
+                    "volumeMounts": [
+                        {"name": "sandman", "mountPath": layout.BUNDLE_MOUNT, "readOnly": True}
+                    ],
+                }
+            ],
+            "volumes": [{"name": "sandman", "hostPath": {"path": str(bundle)}}],
+        },
+    }
+
+
+def _ready(v1: client.CoreV1Api, name: str) -> client.V1Pod:
+    def ready() -> client.V1Pod:
+        pod = v1.read_namespaced_pod(name, "t")
+        conditions = {c.type: c.status for c in pod.status.conditions or []}
+        assert conditions.get("Ready") == "True", pod.status
+        return pod
+
+    return wait_until(ready, timeout_s=60, interval_s=0.1)
+
+
+def _set_image(socket: str, image: str, *, present: bool) -> None:
+    """Pull or remove ``image`` through containerd's ImageService, as the node agent does."""
+    spec = api_pb2.ImageSpec(image=image)
+    with grpc.insecure_channel(f"unix:{socket}") as channel:
+        stub = api_pb2_grpc.ImageServiceStub(channel)
+        if present:
+            stub.PullImage(api_pb2.PullImageRequest(image=spec), timeout=60)
+        else:
+            stub.RemoveImage(api_pb2.RemoveImageRequest(image=spec), timeout=60)
+
+
+def _containers(socket: str) -> list[str]:
+    with grpc.insecure_channel(f"unix:{socket}") as channel:
+        stub = api_pb2_grpc.RuntimeServiceStub(channel)
+        listed = stub.ListContainers(api_pb2.ListContainersRequest(), timeout=10)
+    return [c.id for c in listed.containers]
+
+
+@pytest.mark.anyio
+async def test_daemon_runs_from_the_busybox_image_with_the_bundle_read_only(
+    cri_host: CriHost, cluster: EmbeddedCluster, bundle_dir: Path
+) -> None:
+    assert cluster.cluster is not None
+    runtime = cluster.cluster.runtime
+    assert isinstance(runtime, CriRuntime)
+    with config.new_client_from_config(config_file=str(cluster.kubeconfig)) as ac:
+        v1 = client.CoreV1Api(ac)
+        v1.create_namespace({"metadata": {"name": "t"}})
+        _set_image(cri_host.socket, cri_host.task_image.reference, present=False)
+        v1.create_namespaced_pod("t", daemon_pod("one", cri_host.task_image.reference, bundle_dir))
+        ip = _ready(v1, "one").status.pod_ip
+        assert ip.startswith("127.") and not ip.startswith("127.0.0.")
+        url = f"http://{ip}:{layout.DAEMON_PORT}"
+        async with SandboxClient(url, TOKEN) as sandbox:
+            info = await sandbox.exec(
+                command="ls / && cat /proc/1/cmdline | tr '\\0' ' '", timeout_s=20
+            )
+            assert info.exit_code == 0, info
+            listing = info.stdout.data
+            assert "sandman" in listing and "usr" not in listing.split(), (
+                listing
+            )  # the image's root
+            assert "ld-linux" in listing  # PID 1 is the daemon through the bundle's loader
+            ro = await sandbox.exec(command="touch /sandman/x", timeout_s=20)
+            assert ro.exit_code != 0 and "Read-only" in ro.stderr.data, ro
+        assert cri_host.task_image.reference in runtime.pulled  # absent: the start pulled it
+        v1.delete_namespaced_pod("one", "t")
+        wait_until(lambda: not v1.list_namespaced_pod("t").items, timeout_s=30, interval_s=0.1)
+        assert not _containers(cri_host.socket)
+        async with httpx.AsyncClient(timeout=1) as http:
+            with pytest.raises(httpx.ConnectError):
+                await http.get(f"{url}/healthz")
+
+
+def test_an_exit_is_noticed_and_a_present_image_is_not_pulled_again(
+    cri_host: CriHost, cluster: EmbeddedCluster
+) -> None:
+    assert cluster.cluster is not None
+    runtime = cluster.cluster.runtime
+    assert isinstance(runtime, CriRuntime)
+    image = cri_host.task_image.reference
+    _set_image(cri_host.socket, image, present=True)
+    with config.new_client_from_config(config_file=str(cluster.kubeconfig)) as ac:
+        v1 = client.CoreV1Api(ac)
+        v1.create_namespace({"metadata": {"name": "t"}})
+        pod = {
+            "metadata": {"name": "exits"},
+            "spec": {
+                "nodeName": "node-0",
+                "restartPolicy": "Never",
+                "containers": [
+                    {"name": "c", "image": image, "command": ["/bin/sh", "-c", "echo bye; exit 3"]}
+                ],
+            },
+        }
+        v1.create_namespaced_pod("t", pod)
+
+        def failed() -> client.V1Pod:
+            got = v1.read_namespaced_pod("exits", "t")
+            assert got.status.phase == "Failed", got.status
+            return got
+
+        done = wait_until(failed, timeout_s=60, interval_s=0.1)
+        assert done.status.container_statuses[0].state.terminated.exit_code == 3
+        logs = v1.read_namespaced_pod_log("exits", "t")
+        assert logs.strip() == "bye"
+        assert image not in runtime.pulled  # present: the start did not pull
+        v1.delete_namespaced_pod("exits", "t")
+        wait_until(lambda: not v1.list_namespaced_pod("t").items, timeout_s=30, interval_s=0.1)
+
+
+def test_the_cri_profile_takes_containerds_socket_and_refuses_to_run_without_one(
+    tmp_path: Path,
+) -> None:
+    settings = load_profile("cri", {"cri_socket": "/run/x/containerd.sock"})
+    assert (settings.runtime, settings.cri_socket, settings.nodes) == (
+        "cri",
+        "/run/x/containerd.sock",
+        1,
+    )
+    with pytest.raises(SimclusterError, match="cri_socket"):
+        Cluster(ClusterSettings(nodes=1, runtime="cri"), tmp_path)

@@ -1,0 +1,65 @@
+"""A private containerd + registry for the ``cri`` runtime's tests, with the images they run.
+
+One host per test session (containerd starts in ~0.2 s, but the images and the daemon bundle
+are built once): the busybox-static image the sandboxes run (no Python, no libc), the
+sandbox ("pause") image, and one more busybox image that the tests pull or prepare. Where
+containerd cannot start (not root, the packages missing), the tests skip and say why —
+under CI they fail instead (:mod:`tests.support.prerequisites`): `make test` installs the
+packages there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+
+import pytest
+
+from devstack.containerd import ContainerdError, ContainerdHost, missing_tools
+from devstack.ociimage import ImageSpec, PushedImage, build_and_push
+from tests.support.leaks import FIXTURE_PIDS
+from tests.support.prerequisites import missing
+
+__all__ = ["CriHost", "start_cri_host"]
+
+SLEEP = ("/bin/busybox", "sleep", "2147483647")
+
+
+@dataclass(frozen=True)
+class CriHost:
+    host: ContainerdHost
+    task_image: PushedImage  # what sandboxes run: busybox-static, nothing else
+    spare_image: PushedImage  # another image for pull/prepare tests
+
+    @property
+    def socket(self) -> str:
+        return str(self.host.socket)
+
+    def stop(self) -> None:
+        asyncio.run(self.host.stop())
+
+
+def start_cri_host(config: pytest.Config) -> CriHost:
+    """Start containerd and the registry, push the images; skip (fail in CI) if impossible."""
+    if os.geteuid() != 0:
+        missing("containerd needs root: the cri runtime's tests cannot run")
+    if tools := missing_tools():
+        missing(f"not installed: {', '.join(tools)} (`make system-deps` installs them)")
+    host = ContainerdHost()
+    try:
+        asyncio.run(host.start())
+    except ContainerdError as exc:
+        asyncio.run(host.stop())
+        missing(f"containerd cannot start here: {exc}")
+    config.stash.setdefault(FIXTURE_PIDS, set()).update(p.pid for p in host.processes())
+    try:
+        build_and_push(host.registry, ImageSpec(host.settings.pause_image.split(":")[0], cmd=SLEEP))
+        task = build_and_push(host.registry, ImageSpec("sandman/busybox", cmd=SLEEP))
+        spare = build_and_push(
+            host.registry, ImageSpec("sandman/spare", cmd=SLEEP, seed=1, padding=4096)
+        )
+    except BaseException:
+        asyncio.run(host.stop())
+        raise
+    return CriHost(host, task, spare)
