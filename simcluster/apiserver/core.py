@@ -29,6 +29,7 @@ from simcluster.apiserver.selectors import FieldSelector, LabelSelector
 from simcluster.apiserver.store import Event, Renderer, Store, Watcher, default_render
 from simcluster.apiserver.strategies import STRATEGIES, Strategies, StrategyFactory
 from simcluster.apiserver.strategy import Strategy, StrategyContext, invalid, required
+from simcluster.apiserver.validation.decode import check_decodable
 from simcluster.errors import (
     STALE,
     AlreadyExists,
@@ -175,6 +176,7 @@ class ApiCore:
     # --- verbs -------------------------------------------------------------------------
     def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
         obj = self._check_body(rt, namespace, body)
+        check_decodable(rt.key, rt.kind, rt.version, obj)
         strategy = self.strategies.for_key(rt.key)
         self._admit_new(rt, strategy, namespace, obj["metadata"])
         self._stamp_new(rt, obj)
@@ -245,6 +247,8 @@ class ApiCore:
     def _update(
         self, rt: ResourceType, old: Obj, new: Obj, *, subresource: str, dry_run: bool
     ) -> Obj:
+        if not subresource:  # a status write keeps the stored spec, decoded long ago
+            check_decodable(rt.key, rt.kind, rt.version, new)
         merged = self._merge_update(rt, old, new, subresource)
         strategy = self.strategies.for_key(rt.key)
         strategy.prepare_update(rt, merged, old, subresource)

@@ -34,7 +34,15 @@ from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.resources import Registry
 from simcluster.apiserver.store import Store
 from simcluster.apiserver.tls import ServingCerts
-from simcluster.errors import ApiError, BadRequest, Forbidden, InternalError, NotFound, Unauthorized
+from simcluster.errors import (
+    ApiError,
+    BadRequest,
+    Forbidden,
+    InternalError,
+    NotFound,
+    RequestEntityTooLarge,
+    Unauthorized,
+)
 
 __all__ = ["ApiServer", "ServerSettings"]
 
@@ -53,12 +61,27 @@ class ServerSettings:
     write_latency_s: float = 0.0  # added to every mutating request (etcd + admission)
     flowcontrol: Mapping[str, Any] = field(default_factory=dict)  # see flowcontrol.py
     fault_seed: int = 0
+    max_body_bytes: int = 3 * 1024 * 1024  # upstream's MaxRequestBodyBytes: larger is 413
 
 
 def _json_response(code: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
         body=msgspec.json.encode(obj), status=code, content_type="application/json", headers=headers
     )
+
+
+async def _read_body(request: web.BaseRequest, limit: int) -> bytes:
+    """The request body, or 413 past ``limit`` (declared or streamed), as upstream's
+    ``limitedReadBody``; aiohttp's own 1 MiB cap raised an exception that became a 500."""
+    too_large = RequestEntityTooLarge(f"Request entity too large: limit is {limit}")
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large
+    data = bytearray()
+    async for chunk in request.content.iter_any():
+        data += chunk
+        if len(data) > limit:
+            raise too_large
+    return bytes(data)
 
 
 def _error_response(err: ApiError) -> web.Response:
@@ -153,7 +176,7 @@ class ApiServer:
             info = parse_path(request.method, path, request.query)
             if info is None:
                 raise NotFound("the server could not find the requested resource")
-            body = await request.read()
+            body = await _read_body(request, self.settings.max_body_bytes)
             req = ApiRequest(
                 info,
                 user,
