@@ -26,6 +26,7 @@ __all__ = ["ProfileError", "builtin_profiles", "load_profile", "parse_profile"]
 _TOP = {"description", "seed", "runtime", "apiserver", "nodes", "images", "kubeconfigs"}
 _API = {
     "history",
+    "watch_window_s",
     "bookmark_interval_s",
     "watch_timeout_s",
     "write_latency_s",
@@ -105,6 +106,7 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
     try:
         server = ServerSettings(
             history=int(api.get("history", 10_000)),
+            watch_window_s=float(api.get("watch_window_s", 75)),
             bookmark_interval_s=float(api.get("bookmark_interval_s", 60)),
             watch_timeout_s=float(api.get("watch_timeout_s", 1800)),
             write_latency_s=float(api.get("write_latency_s", 0)),

@@ -56,6 +56,10 @@ class StrategyContext:
 class Strategy:
     """The generic strategy: every hook a no-op. Subclasses override what their kind needs."""
 
+    #: upstream's ``RESTGracefulDeleteStrategy``: even a deletion at grace 0 is first written
+    #: with its deletionTimestamp (a MODIFIED event) before the object goes
+    graceful_delete = False
+
     def __init__(self, ctx: StrategyContext) -> None:
         """Take from ``ctx`` what the kind needs; the generic strategy needs nothing."""
 

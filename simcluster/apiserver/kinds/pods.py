@@ -24,6 +24,8 @@ _BOUND = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Succe
 
 
 class PodStrategy(Strategy):
+    graceful_delete = True
+
     def __init__(self, ctx: StrategyContext) -> None:
         self.writer = ctx.writer
         self.quota = QuotaLedger(ctx.objects, ctx.writer, ctx.registry)
