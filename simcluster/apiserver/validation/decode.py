@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,6 +23,9 @@ from simcluster.quantity import parse_quantity
 __all__ = ["check_decodable"]
 
 Obj = dict[str, Any]
+#: The everyday spellings ("2", "500m", "1.5", "64Mi"), valid without a full parse: the
+#: exact parser costs ~10 µs a value, several times a pod's whole validation otherwise.
+_PLAIN_QUANTITY = re.compile(r"[0-9]{1,15}(\.[0-9]{1,9})?(m|k|M|G|T|Ki|Mi|Gi|Ti)?")
 _JSON_TYPES = ((bool, "bool"), (str, "string"), (int, "number"), (float, "number"))
 
 
@@ -57,6 +61,8 @@ class _Decode:
         if not isinstance(value, dict):
             raise self.mistyped(value, field, "v1.ResourceList")
         for quantity in value.values():
+            if isinstance(quantity, str) and _PLAIN_QUANTITY.fullmatch(quantity):
+                continue
             try:
                 parse_quantity(quantity)
             except BadRequest as e:

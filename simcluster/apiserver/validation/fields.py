@@ -8,6 +8,7 @@ bare), which is what ``field.Invalid`` does.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -79,32 +80,37 @@ def max_len(n: int) -> str:
     return f"must be no more than {n} characters"
 
 
-def dns1123_label(value: str) -> list[str]:
+# The name checks are pure and see the same few keys (label keys, names) again and again:
+# memoised, bounded.
+@functools.lru_cache(maxsize=4096)
+def dns1123_label(value: str) -> tuple[str, ...]:
     """``IsDNS1123Label``: the messages for a bad value, none for a good one."""
     errs = [max_len(63)] if len(value) > 63 else []
     if not _LABEL.fullmatch(value):
         errs.append(regex_error(_LABEL_MSG, _LABEL_FMT, "my-name", "123-abc"))
-    return errs
+    return tuple(errs)
 
 
-def dns1123_subdomain(value: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def dns1123_subdomain(value: str) -> tuple[str, ...]:
     """``IsDNS1123Subdomain``."""
     errs = [max_len(253)] if len(value) > 253 else []
     if not _SUBDOMAIN.fullmatch(value):
         errs.append(regex_error(_SUBDOMAIN_MSG, _SUBDOMAIN_FMT, "example.com"))
-    return errs
+    return tuple(errs)
 
 
-def qualified_name(value: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def qualified_name(value: str) -> tuple[str, ...]:
     """``IsQualifiedName``: label keys, annotation keys, finalizers (``prefix/name``)."""
     parts = value.split("/")
     errs: list[str] = []
     if len(parts) > 2:
-        return [
+        return (
             "a qualified name "
             + regex_error(_QUALIFIED_MSG, _QUALIFIED_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+        )
     name = parts[-1]
     if len(parts) == 2:
         prefix = parts[0]
@@ -121,15 +127,16 @@ def qualified_name(value: str) -> list[str]:
             "name part "
             + regex_error(_QUALIFIED_MSG, _QUALIFIED_FMT, "MyName", "my.name", "123-abc")
         )
-    return errs
+    return tuple(errs)
 
 
-def label_value(value: str) -> list[str]:
+@functools.lru_cache(maxsize=4096)
+def label_value(value: str) -> tuple[str, ...]:
     """``IsValidLabelValue``."""
     errs = [max_len(63)] if len(value) > 63 else []
     if not _LABEL_VALUE.fullmatch(value):
         errs.append(regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return errs
+    return tuple(errs)
 
 
 def invalid(field: str, value: Any, msg: str) -> Cause:

@@ -128,7 +128,7 @@ def resource_quota(obj: Obj) -> list[Cause]:
     for name, value in ((obj.get("spec") or {}).get("hard") or {}).items():
         path = f"spec.hard[{name}]"
         out += invalids(path, name, qualified_name(name))
-        if parse_quantity(value) < 0:
+        if ("-" in value if isinstance(value, str) else True) and parse_quantity(value) < 0:
             out.append(invalid(path, str(value), "must be greater than or equal to 0"))
     return out
 

@@ -55,8 +55,15 @@ def _resource_name(name: str, path: str) -> list[Cause]:
         return []
     msgs = qualified_name(name)
     if not msgs and "/" not in name:
-        msgs = ["must be a standard resource type or fully qualified"]
+        msgs = ("must be a standard resource type or fully qualified",)
     return invalids(path, name, msgs)
+
+
+def _may_be_negative(value: Any) -> bool:
+    """False when ``value`` cannot be negative (no minus sign), sparing the exact parse."""
+    if isinstance(value, str):
+        return "-" in value
+    return isinstance(value, int | float) and value < 0
 
 
 def _resources(res: Any, path: str) -> list[Cause]:
@@ -69,10 +76,12 @@ def _resources(res: Any, path: str) -> list[Cause]:
         for name, value in values.items():
             key = f"{path}.{part}[{name}]"
             out += _resource_name(name, key)
-            if parse_quantity(value) < 0:
+            if _may_be_negative(value) and parse_quantity(value) < 0:
                 out.append(invalid(key, str(value), "must be greater than or equal to 0"))
     for name, value in requests.items():
-        if name in limits and parse_quantity(value) > parse_quantity(limits[name]):
+        if name not in limits or value == limits[name]:
+            continue
+        if parse_quantity(value) > parse_quantity(limits[name]):
             out.append(
                 invalid(
                     f"{path}.requests[{name}]",
