@@ -22,6 +22,7 @@ __all__ = [
     "MethodNotAllowed",
     "NotAcceptable",
     "NotFound",
+    "RequestEntityTooLarge",
     "SimclusterError",
     "Timeout",
     "TooManyRequests",
@@ -166,6 +167,11 @@ class Expired(ApiError):
     reason = "Expired"
 
 
+class RequestEntityTooLarge(ApiError):
+    code = 413
+    reason = "RequestEntityTooLarge"
+
+
 class UnsupportedMediaType(ApiError):
     code = 415
     reason = "UnsupportedMediaType"
@@ -179,11 +185,17 @@ class Invalid(ApiError):
     def for_object(
         cls, kind: str, group: str, name: str, causes: list[tuple[str, str, str]]
     ) -> Invalid:
-        """``causes`` are (reason, field, message) triples, e.g. ("FieldValueRequired", ...)."""
-        text = ", ".join(f"{field}: {msg}" for _, field, msg in causes)
+        """``causes`` are (reason, field, message) triples, e.g. ("FieldValueRequired", ...);
+        the message is upstream's ``NewInvalid``: the group-qualified kind, and the causes
+        as ``ErrorList.ToAggregate`` prints them (bracketed when more than one)."""
+        texts = [f"{field}: {msg}" if field else msg for _, field, msg in causes]
+        text = texts[0] if len(texts) == 1 else f"[{', '.join(texts)}]"
         details = _details(kind, name, group)
         details["causes"] = [{"reason": r, "message": m, "field": f} for r, f, m in causes]
-        return cls(f'{kind} "{name}" is invalid: {text}', details=details)
+        qualified = f"{kind}.{group}" if group else kind
+        if not causes:
+            return cls(f'{qualified} "{name}" is invalid', details=details)
+        return cls(f'{qualified} "{name}" is invalid: {text}', details=details)
 
 
 class TooManyRequests(ApiError):

@@ -36,6 +36,7 @@ _TOP = {
 }
 _API = {
     "history",
+    "watch_window_s",
     "bookmark_interval_s",
     "watch_timeout_s",
     "write_latency_s",
@@ -120,6 +121,7 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
     try:
         server = ServerSettings(
             history=int(api.get("history", 10_000)),
+            watch_window_s=float(api.get("watch_window_s", 75)),
             bookmark_interval_s=float(api.get("bookmark_interval_s", 60)),
             watch_timeout_s=float(api.get("watch_timeout_s", 1800)),
             write_latency_s=float(api.get("write_latency_s", 0)),

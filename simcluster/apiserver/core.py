@@ -29,6 +29,7 @@ from simcluster.apiserver.selectors import FieldSelector, LabelSelector
 from simcluster.apiserver.store import Event, Renderer, Store, Watcher, default_render
 from simcluster.apiserver.strategies import STRATEGIES, Strategies, StrategyFactory
 from simcluster.apiserver.strategy import Strategy, StrategyContext, invalid, required
+from simcluster.apiserver.validation.decode import check_decodable
 from simcluster.errors import (
     STALE,
     AlreadyExists,
@@ -90,12 +91,21 @@ class ApiCore:
         if ns is None:
             raise NotFound.for_object("namespaces", "", namespace)
         if creating and ns["metadata"].get("deletionTimestamp"):
-            raise Forbidden.for_object(
+            err = Forbidden.for_object(
                 rt.plural,
                 rt.group,
                 "",
                 f"unable to create new content in namespace {namespace} because it is being terminated",  # noqa: E501
             )
+            assert err.details is not None  # the NamespaceLifecycle plugin's cause
+            err.details["causes"] = [
+                {
+                    "reason": "NamespaceTerminating",
+                    "message": f"namespace {namespace} is being terminated",
+                    "field": "metadata.namespace",
+                }
+            ]
+            raise err
 
     def _check_body(self, rt: ResourceType, namespace: str, body: Any) -> Obj:
         if not isinstance(body, dict):
@@ -175,6 +185,7 @@ class ApiCore:
     # --- verbs -------------------------------------------------------------------------
     def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
         obj = self._check_body(rt, namespace, body)
+        check_decodable(rt.key, rt.kind, rt.version, obj)
         strategy = self.strategies.for_key(rt.key)
         self._admit_new(rt, strategy, namespace, obj["metadata"])
         self._stamp_new(rt, obj)
@@ -245,6 +256,8 @@ class ApiCore:
     def _update(
         self, rt: ResourceType, old: Obj, new: Obj, *, subresource: str, dry_run: bool
     ) -> Obj:
+        if not subresource:  # a status write keeps the stored spec, decoded long ago
+            check_decodable(rt.key, rt.kind, rt.version, new)
         merged = self._merge_update(rt, old, new, subresource)
         strategy = self.strategies.for_key(rt.key)
         strategy.prepare_update(rt, merged, old, subresource)
@@ -370,6 +383,7 @@ class ApiCore:
                 f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
                 f"ResourceVersion in object meta: {meta['resourceVersion']}",
             )
+        _check_delete_options(options)
         if options.get("dryRun"):
             return obj
         if options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True:
@@ -377,6 +391,10 @@ class ApiCore:
         strategy = self.strategies.for_key(rt.key)
         grace = strategy.grace_period(rt, obj, options.get("gracePeriodSeconds"))
         if grace == 0 and not meta.get("finalizers"):
+            if strategy.graceful_delete and not meta.get("deletionTimestamp"):
+                # upstream's graceful path at grace 0: the object is written with its
+                # deletionTimestamp (MODIFIED), then deleted (DELETED), and that is answered
+                obj = self._mark_deleting(rt, obj, 0)
             return self._remove(rt, obj)
         return self._mark_deleting(rt, obj, grace)
 
@@ -390,6 +408,8 @@ class ApiCore:
         new = _copy(obj)
         new["metadata"]["deletionTimestamp"] = rfc3339(now() + dt.timedelta(seconds=grace))
         new["metadata"]["deletionGracePeriodSeconds"] = grace
+        if "generation" in new["metadata"] and not meta.get("deletionTimestamp"):
+            new["metadata"]["generation"] = int(new["metadata"]["generation"]) + 1
         self.strategies.for_key(rt.key).prepare_delete(rt, new)
         return self.write(rt, new, obj)
 
@@ -461,6 +481,25 @@ class ApiCore:
             raise MethodNotAllowed(
                 "the server does not allow this method on the requested resource"
             )
+
+
+_PROPAGATION = ("Foreground", "Background", "Orphan", "nil")
+
+
+def _check_delete_options(options: Obj) -> None:
+    """Upstream's ``ValidateDeleteOptions``: a known propagationPolicy, not together with
+    orphanDependents (422 on the DeleteOptions kind)."""
+    policy = options.get("propagationPolicy")
+    causes = []
+    if policy is not None and policy not in _PROPAGATION[:3]:
+        shown = ", ".join(f'"{p}"' for p in _PROPAGATION)
+        message = f'Unsupported value: "{policy}": supported values: {shown}'
+        causes.append(("FieldValueNotSupported", "propagationPolicy", message))
+    if policy is not None and options.get("orphanDependents") is not None:
+        message = f'Invalid value: "{policy}": orphanDependents and deletionPropagation cannot be both set'  # noqa: E501
+        causes.append(("FieldValueInvalid", "propagationPolicy", message))
+    if causes:
+        raise Invalid.for_object("DeleteOptions", "meta.k8s.io", "", causes)
 
 
 def _sort_key(o: Obj) -> str:

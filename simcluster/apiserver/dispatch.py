@@ -28,7 +28,15 @@ from simcluster.apiserver.resources import ResourceType
 from simcluster.apiserver.store import Event, Renderer, Watcher, default_render, line
 from simcluster.errors import ApiError, BadRequest, MethodNotAllowed, NotFound
 
-__all__ = ["ApiRequest", "ApiResponse", "Dispatcher", "RequestInfo", "WatchStream", "parse_path"]
+__all__ = [
+    "ApiRequest",
+    "ApiResponse",
+    "Dispatcher",
+    "RequestInfo",
+    "WatchStream",
+    "parse_path",
+    "query_bool",
+]
 
 Obj = dict[str, Any]
 
@@ -48,6 +56,16 @@ class RequestInfo:
         return self.verb in ("create", "update", "patch", "delete", "deletecollection")
 
 
+def query_bool(query: Mapping[str, str], key: str) -> bool:
+    """A boolean query parameter as upstream decodes one (``Convert_Slice_string_To_bool``):
+    absent is false, ``0`` and ``false`` (any case) are false, anything else — ``True``,
+    ``yes``, an empty value — is true."""
+    value = query.get(key)
+    if value is None:
+        return False
+    return value != "0" and value.lower() != "false"
+
+
 def parse_path(method: str, path: str, query: Mapping[str, str]) -> RequestInfo | None:
     """None for non-resource paths."""
     parts = [p for p in path.split("/") if p]
@@ -64,7 +82,7 @@ def parse_path(method: str, path: str, query: Mapping[str, str]) -> RequestInfo 
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
     verb = {
-        "GET": "get" if name else ("watch" if query.get("watch") in ("true", "1") else "list"),
+        "GET": "get" if name else ("watch" if query_bool(query, "watch") else "list"),
         "POST": "create",
         "PUT": "update",
         "PATCH": "patch",
@@ -260,11 +278,12 @@ class Dispatcher:
         info, core, q = req.info, self.core, req.query
         ns = info.namespace or ""
         dry = bool(q.get("dryRun"))
-        if (
-            rt.namespaced
-            and info.namespace is None
-            and info.verb not in ("list", "deletecollection")
-        ):
+        if rt.namespaced and info.namespace is None and info.verb == "deletecollection":
+            # upstream serves no cluster-wide deletecollection of a namespaced resource
+            raise MethodNotAllowed(
+                "the server does not allow this method on the requested resource"
+            )
+        if rt.namespaced and info.namespace is None and info.verb != "list":
             raise NotFound("the server could not find the requested resource")
         if info.subresource:
             return self._subresource(rt, req)
@@ -368,7 +387,7 @@ class Dispatcher:
 
     def _watch(self, rt: ResourceType, req: ApiRequest) -> WatchStream:
         q = req.query
-        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        bookmarks = query_bool(q, "allowWatchBookmarks")
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
         render: Renderer = default_render
         if _metadata_mode(req.accept):
@@ -391,7 +410,7 @@ class Dispatcher:
                 self._opts(q),
                 bookmarks=bookmarks,
                 render=render,
-                send_initial_events=q.get("sendInitialEvents") == "true",
+                send_initial_events=query_bool(q, "sendInitialEvents"),
             )
         except ApiError as e:
             if e.code != 410:

@@ -34,7 +34,15 @@ from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.resources import Registry
 from simcluster.apiserver.store import Store
 from simcluster.apiserver.tls import ServingCerts
-from simcluster.errors import ApiError, BadRequest, Forbidden, InternalError, NotFound, Unauthorized
+from simcluster.errors import (
+    ApiError,
+    BadRequest,
+    Forbidden,
+    InternalError,
+    NotFound,
+    RequestEntityTooLarge,
+    Unauthorized,
+)
 
 __all__ = ["ApiServer", "ServerSettings"]
 
@@ -46,19 +54,47 @@ _PUBLIC = frozenset({"/version", "/healthz", "/livez", "/readyz"})
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 0
-    history: int = 10_000  # watch events kept for resume; older resourceVersions get 410
+    history: int = 10_000  # watch events kept for resume at most; older ones get 410
+    watch_window_s: float = 75.0  # and for this long at most (upstream's eventFreshDuration)
     bookmark_interval_s: float = 60.0
     watch_timeout_s: float = 1800.0  # when the client sends no timeoutSeconds
     tls: bool = True  # kubectl only sends bearer tokens over TLS
     write_latency_s: float = 0.0  # added to every mutating request (etcd + admission)
     flowcontrol: Mapping[str, Any] = field(default_factory=dict)  # see flowcontrol.py
     fault_seed: int = 0
+    max_body_bytes: int = 3 * 1024 * 1024  # upstream's MaxRequestBodyBytes: larger is 413
 
 
 def _json_response(code: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
         body=msgspec.json.encode(obj), status=code, content_type="application/json", headers=headers
     )
+
+
+#: upstream's cacher sends a bookmark this long before a watch's timeout, so the client
+#: resumes from a fresh resourceVersion rather than one the window may have dropped
+_PRE_TIMEOUT_BOOKMARK_S = 2.0
+
+
+def _next_bookmark(now: float, deadline: float, interval: float) -> float | None:
+    """When the next BOOKMARK is due, as upstream's ``cacheWatcher.nextBookmarkTime``: every
+    ``interval``, or 2 s before the deadline if that comes first; None once that is past."""
+    due = min(now + interval, deadline - _PRE_TIMEOUT_BOOKMARK_S)
+    return None if due <= now else due
+
+
+async def _read_body(request: web.BaseRequest, limit: int) -> bytes:
+    """The request body, or 413 past ``limit`` (declared or streamed), as upstream's
+    ``limitedReadBody``; aiohttp's own 1 MiB cap raised an exception that became a 500."""
+    too_large = RequestEntityTooLarge(f"Request entity too large: limit is {limit}")
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large
+    data = bytearray()
+    async for chunk in request.content.iter_any():
+        data += chunk
+        if len(data) > limit:
+            raise too_large
+    return bytes(data)
 
 
 def _error_response(err: ApiError) -> web.Response:
@@ -72,7 +108,7 @@ class ApiServer:
     def __init__(self, settings: ServerSettings | None = None) -> None:
         self.settings = settings or ServerSettings()
         self.registry = Registry.builtin()
-        self.store = Store(self.settings.history)
+        self.store = Store(self.settings.history, self.settings.watch_window_s)
         self.auth = Authenticator()
         self.core = ApiCore(self.registry, self.store, auth=self.auth)
         self.metrics = ApiMetrics()
@@ -153,7 +189,7 @@ class ApiServer:
             info = parse_path(request.method, path, request.query)
             if info is None:
                 raise NotFound("the server could not find the requested resource")
-            body = await request.read()
+            body = await _read_body(request, self.settings.max_body_bytes)
             req = ApiRequest(
                 info,
                 user,
@@ -280,21 +316,23 @@ class ApiServer:
     async def _pump(self, resp: web.StreamResponse, ws: WatchStream) -> None:
         loop = asyncio.get_running_loop()
         timeout = ws.timeout if ws.timeout is not None else self.settings.watch_timeout_s
+        interval = self.settings.bookmark_interval_s
         deadline = loop.time() + timeout
-        next_bookmark = loop.time() + self.settings.bookmark_interval_s
+        next_bookmark = _next_bookmark(loop.time(), deadline, interval)
         q = ws.watcher.queue
         while True:
             now = loop.time()
             if now >= deadline:
                 return
-            wait = min(deadline, next_bookmark if ws.bookmarks else deadline) - now
+            due = next_bookmark if ws.bookmarks and next_bookmark is not None else deadline
+            wait = min(deadline, due) - now
             try:
                 # a busy stream skips wait_for (which costs a task per call)
                 item = q.get_nowait() if not q.empty() else await asyncio.wait_for(q.get(), wait)
             except TimeoutError:
-                if ws.bookmarks and loop.time() >= next_bookmark:
+                if ws.bookmarks and next_bookmark is not None and loop.time() >= next_bookmark:
                     await resp.write(self.core.bookmark(ws.rt, ws.watcher))
-                    next_bookmark = loop.time() + self.settings.bookmark_interval_s
+                    next_bookmark = _next_bookmark(loop.time(), deadline, interval)
                 continue
             chunks = []
             while item is not None:

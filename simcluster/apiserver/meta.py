@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import re
 import time
 import uuid
 from typing import Any
 
+from simcluster.apiserver.validation.fields import dns1123_label, dns1123_subdomain, invalids
 from simcluster.errors import Invalid
 
 __all__ = ["IdSource", "now", "rfc3339", "validate_name"]
 
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ALNUM = "bcdfghjklmnpqrstvwxz2456789"  # upstream's utilrand alphabet (no vowels, no 0/1/3)
 
 
@@ -59,21 +57,10 @@ def validate_name(
                 kind, group, name, [("FieldValueInvalid", "metadata.name", msg)]
             )
         return
-    if dns_label:
-        ok, what = bool(_LABEL.match(name)) and len(name) <= 63, "RFC 1123 label"
-        example = "'my-name',  or '123-abc'"
-        regex = _LABEL.pattern[1:-1]
-    else:
-        ok, what = bool(_SUBDOMAIN.match(name)) and len(name) <= 253, "RFC 1123 subdomain"
-        example = "'example.com'"
-        regex = _SUBDOMAIN.pattern[1:-1]
-    if not ok:
-        msg = (
-            f'Invalid value: "{name}": a lowercase {what} must consist of lower case alphanumeric '
-            f"characters, '-' or '.', and must start and end with an alphanumeric character "
-            f"(e.g. {example}, regex used for validation is '{regex}')"
-        )
-        raise Invalid.for_object(kind, group, name, [("FieldValueInvalid", "metadata.name", msg)])
+    msgs = dns1123_label(name) if dns_label else dns1123_subdomain(name)
+    if msgs:
+        causes = invalids("metadata.name", name, msgs)
+        raise Invalid.for_object(kind, group, name, causes)
 
 
 def labels_of(obj: dict[str, Any]) -> dict[str, str]:

@@ -11,10 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 from simcluster.apiserver.meta import rfc3339
-from simcluster.errors import BadRequest, Conflict, Invalid
+from simcluster.apiserver.validation.fields import not_supported, required
+from simcluster.apiserver.validation.podspec import pod_spec_causes
+from simcluster.errors import Conflict, Invalid
 from simcluster.quantity import to_milli, to_units
 
-__all__ = ["bind", "check_update", "default_pod", "pod_grace", "pod_requests", "qos_class"]
+__all__ = [
+    "bind",
+    "check_update",
+    "default_pod",
+    "pod_grace",
+    "pod_requests",
+    "qos_class",
+    "validate_binding",
+]
 
 Obj = dict[str, Any]
 
@@ -57,24 +67,23 @@ def _default_container(c: Obj) -> None:
         p.setdefault("protocol", "TCP")
 
 
-def _validate(pod: Obj) -> None:
-    name = pod["metadata"]["name"]
+def _walkable(spec: object) -> bool:
+    if not isinstance(spec, dict):
+        return False
+    containers, init = spec.get("containers"), spec.get("initContainers") or []
+    if not isinstance(containers, list) or not containers or not isinstance(init, list):
+        return False
+    return all(isinstance(c, dict) for c in [*containers, *init])
+
+
+def _check_shape(pod: Obj) -> None:
+    """Refuse a spec defaulting cannot walk (no containers, or non-objects where objects
+    belong) with every cause ``ValidatePodSpec`` finds in it; the full validation runs on
+    the defaulted pod (``PodStrategy.validate_create``)."""
     spec = pod.get("spec")
-    causes: list[tuple[str, str, str]] = []
-    if not isinstance(spec, dict) or not spec.get("containers"):
-        causes.append(("FieldValueRequired", "spec.containers", "Required value"))
-    else:
-        for i, c in enumerate(spec["containers"]):
-            if not c.get("name"):
-                causes.append(
-                    ("FieldValueRequired", f"spec.containers[{i}].name", "Required value")
-                )
-            if not c.get("image"):
-                causes.append(
-                    ("FieldValueRequired", f"spec.containers[{i}].image", "Required value")
-                )
-    if causes:
-        raise Invalid.for_object("Pod", "", name, causes)
+    if not _walkable(spec):
+        causes = pod_spec_causes(spec) or [("FieldValueInvalid", "spec", "Invalid value")]
+        raise Invalid.for_object("Pod", "", pod["metadata"]["name"], causes)
 
 
 def qos_class(pod: Obj) -> str:
@@ -94,7 +103,7 @@ def qos_class(pod: Obj) -> str:
 
 
 def default_pod(pod: Obj) -> None:
-    _validate(pod)
+    _check_shape(pod)
     spec = pod["spec"]
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)
@@ -195,21 +204,25 @@ def pod_requests(pod: Obj) -> tuple[int, int]:
     return cpu, mem
 
 
-def bind(pod: Obj, binding: Obj) -> Obj:
-    """Return the bound copy of ``pod`` or raise the upstream error."""
-    name = pod["metadata"]["name"]
-    if not isinstance(binding, dict) or not isinstance(binding.get("target"), dict):
-        raise BadRequest("binding must have a target")
-    target = binding["target"]
-    node = target.get("name")
+def validate_binding(binding: Obj, name: str) -> None:
+    """Upstream's ``ValidatePodBinding``: a target of kind Node (or none) with a name."""
+    target = binding.get("target")
+    if not isinstance(target, dict):
+        target = {}
+    causes = []
     if target.get("kind") not in (None, "", "Node"):
-        raise Invalid.for_object(
-            "Binding", "", name, [("FieldValueNotSupported", "target.kind", "must be Node")]
-        )
-    if not node:
-        raise Invalid.for_object(
-            "Binding", "", name, [("FieldValueRequired", "target.name", "Required value")]
-        )
+        causes.append(not_supported("target.kind", target["kind"], ("Node", "<empty>")))
+    if not target.get("name"):
+        causes.append(required("target.name"))
+    if causes:
+        raise Invalid.for_object("Binding", "", name, causes)
+
+
+def bind(pod: Obj, binding: Obj) -> Obj:
+    """Return the bound copy of ``pod`` or raise the upstream error (``binding`` passed
+    ``validate_binding``)."""
+    name = pod["metadata"]["name"]
+    node = binding["target"]["name"]
     bmeta = binding.get("metadata") or {}
     meta = pod["metadata"]
     if bmeta.get("uid") and bmeta["uid"] != meta["uid"]:

@@ -2,7 +2,10 @@
 
 Like etcd behind the real server, every write gets the next global revision and is appended
 to a history. Watches resume from any revision still in the history; older ones get
-``410 Expired`` (the history window is a setting, so tests can force it). Each event's JSON is
+``410 Expired``. The history is a time window, as upstream's watch cache keeps events for a
+while (``eventFreshDuration``, 75 s) rather than a number of them: an event older than
+``window_s`` is dropped even on a quiet cluster; ``history`` caps the count as well (memory,
+and tests that force a 410). Each event's JSON is
 encoded once and shared by all watchers, which is what lets one core deliver tens of
 thousands of watch events per second.
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -56,6 +60,7 @@ class Event:
     obj: Obj
     old: Obj | None
     _json: bytes | None = None
+    at: float = field(default_factory=time.monotonic)  # when it happened, for the window
 
     def object_json(self) -> bytes:
         if self._json is None:
@@ -134,7 +139,8 @@ class Watcher:
 class Store:
     """Objects by resource key → namespace → name, plus the event history."""
 
-    def __init__(self, history: int = 10_000) -> None:
+    def __init__(self, history: int = 10_000, window_s: float = 75.0) -> None:
+        self.window_s = window_s
         self.rv = 0
         self._tables: dict[str, dict[str, dict[str, Obj]]] = {}
         self._history: deque[Event] = deque(maxlen=history)
@@ -193,7 +199,14 @@ class Store:
         final["metadata"] = dict(meta, resourceVersion=str(rv))
         return self._emit(Event(rv, "DELETED", key, ns, final, old))
 
+    def _expire(self, now: float) -> None:
+        """Drop the events older than the window; a resume from before them gets 410."""
+        history, oldest = self._history, now - self.window_s
+        while history and history[0].at < oldest:
+            self.compacted = history.popleft().rv
+
     def _emit(self, event: Event) -> Event:
+        self._expire(event.at)
         if len(self._history) == self._history.maxlen:
             self._forget(self._history[0])
         self._history.append(event)
@@ -237,6 +250,7 @@ class Store:
     def subscribe(self, w: Watcher, since: int | None) -> None:
         """Register ``w``; replay history after ``since`` (None: caller sends initial state)."""
         if since is not None:
+            self._expire(time.monotonic())
             if self.force_expired or since < self.compacted:
                 self.force_expired = False
                 raise Expired(f"too old resource version: {since} ({self.compacted + 1})")

@@ -1,7 +1,7 @@
 """Which kind gets which strategy: a table keyed by store key (``group/plural``).
 
-Kinds absent from the table (config maps, secrets, leases, nodes, custom resources, ...)
-have no rules beyond the generic verbs and are served by the generic ``Strategy``. A kind
+Kinds absent from the table (nodes, endpoints, custom resources, ...) have no rules beyond
+the generic verbs and metadata validation and are served by the generic ``Strategy``. A kind
 gains rules by getting a class in ``simcluster.apiserver.kinds`` and a row here; the core
 never names a kind.
 """
@@ -18,6 +18,14 @@ from simcluster.apiserver.kinds.quotas import ResourceQuotaStrategy
 from simcluster.apiserver.kinds.rbac import RBAC_KEYS, RbacStrategy
 from simcluster.apiserver.kinds.serviceaccounts import ServiceAccountStrategy
 from simcluster.apiserver.kinds.services import ServiceStrategy
+from simcluster.apiserver.kinds.validated import (
+    ConfigMapStrategy,
+    EventStrategy,
+    FlowSchemaStrategy,
+    LeaseStrategy,
+    PriorityLevelStrategy,
+    SecretStrategy,
+)
 from simcluster.apiserver.strategy import Strategy, StrategyContext
 
 __all__ = ["STRATEGIES", "Strategies", "StrategyFactory"]
@@ -33,6 +41,12 @@ STRATEGIES: Mapping[str, StrategyFactory] = MappingProxyType(
         "/serviceaccounts": ServiceAccountStrategy,
         "apiextensions.k8s.io/customresourcedefinitions": CustomResourceDefinitionStrategy,
         **dict.fromkeys(RBAC_KEYS, RbacStrategy),
+        "/configmaps": ConfigMapStrategy,
+        "/secrets": SecretStrategy,
+        "/events": EventStrategy,
+        "coordination.k8s.io/leases": LeaseStrategy,
+        "flowcontrol.apiserver.k8s.io/flowschemas": FlowSchemaStrategy,
+        "flowcontrol.apiserver.k8s.io/prioritylevelconfigurations": PriorityLevelStrategy,
     }
 )
 

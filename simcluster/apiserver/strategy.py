@@ -19,7 +19,10 @@ The order the core calls the hooks in, per verb:
 - POST to a subresource the kind serves (pods/binding, serviceaccounts/token):
   ``create_subresource``.
 
-``validate_*`` are no-ops everywhere today; they are where real-server validation goes.
+``validate_create``/``validate_update`` are upstream's ``Validate``/``ValidateUpdate``: the
+base class checks the object's metadata (``validation.objectmeta``) and adds the causes of
+``create_causes``/``update_causes``, which a kind overrides with its own rules; every cause
+found goes into one 422, as upstream's ``NewInvalid`` reports a whole ``field.ErrorList``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from typing import Any
 from simcluster.apiserver import meta
 from simcluster.apiserver.auth import Authenticator
 from simcluster.apiserver.resources import Registry, ResourceType
+from simcluster.apiserver.validation.fields import Cause
+from simcluster.apiserver.validation.objectmeta import meta_causes, meta_update_causes
 from simcluster.apiserver.writer import Objects, Writer
 from simcluster.errors import Invalid, MethodNotAllowed
 
@@ -51,6 +56,10 @@ class StrategyContext:
 class Strategy:
     """The generic strategy: every hook a no-op. Subclasses override what their kind needs."""
 
+    #: upstream's ``RESTGracefulDeleteStrategy``: even a deletion at grace 0 is first written
+    #: with its deletionTimestamp (a MODIFIED event) before the object goes
+    graceful_delete = False
+
     def __init__(self, ctx: StrategyContext) -> None:
         """Take from ``ctx`` what the kind needs; the generic strategy needs nothing."""
 
@@ -65,6 +74,13 @@ class Strategy:
 
     def validate_create(self, rt: ResourceType, obj: Obj) -> None:
         """Raise ``Invalid`` for an object the real server refuses to create."""
+        causes = meta_causes(obj["metadata"]) + self.create_causes(rt, obj)
+        if causes:
+            raise Invalid.for_object(rt.kind, rt.group, obj["metadata"]["name"], causes)
+
+    def create_causes(self, rt: ResourceType, obj: Obj) -> list[Cause]:
+        """The kind's own rules for a new object (its metadata is checked already)."""
+        return []
 
     def after_create(self, rt: ResourceType, obj: Obj) -> None:
         """Follow-up writes once the object is stored (not called on dry runs)."""
@@ -76,6 +92,15 @@ class Strategy:
 
     def validate_update(self, rt: ResourceType, new: Obj, old: Obj, subresource: str) -> None:
         """Raise ``Invalid`` for an update the real server refuses."""
+        causes = meta_update_causes(new["metadata"], old["metadata"])
+        causes += self.update_causes(rt, new, old, subresource)
+        if causes:
+            raise Invalid.for_object(rt.kind, rt.group, new["metadata"]["name"], causes)
+
+    def update_causes(self, rt: ResourceType, new: Obj, old: Obj, subresource: str) -> list[Cause]:
+        """The kind's own rules for an update: by default the create rules on the new
+        object, unless only a subresource (status) changes."""
+        return [] if subresource else self.create_causes(rt, new)
 
     # --- delete ------------------------------------------------------------------------
     def grace_period(self, rt: ResourceType, obj: Obj, requested: Any) -> int:

@@ -8,6 +8,13 @@ the per-node sandbox-creation limiter, image pulls through the node's image cach
 start latency with jitter, the runtime, readiness probes, and status updates through the
 API. Deleting a pod stops its containers within the grace period, then the kubelet removes
 the object (delete with grace 0 and a uid precondition), as upstream does.
+
+A kubelet survives any pod the API server accepted: an error while handling one pod
+(quantities it cannot parse, a spec its runtime cannot build a sandbox from) fails that pod
+with reason ``UnexpectedAdmissionError`` (as the real kubelet reports an admit handler's
+unexpected error), is logged and counted in ``simcluster_kubelet_pod_errors``, and the
+node's pod loop goes on; without this one hostile object ended the watch loop while the
+Lease kept renewing, so the node looked Ready and never started another pod.
 """
 
 from __future__ import annotations
@@ -201,12 +208,38 @@ class Kubelet:
             return
         if meta.get("deletionTimestamp"):
             if st is None or not st.terminating:
-                st = st or self._track(pod, active=False)
+                st = st or self._track_or_zero(pod)
                 st.terminating = True
                 self._spawn(self._terminate(pod, st), f"terminate {meta['name']}")
             return
         if st is None and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-            self._admit(pod)
+            try:
+                self._admit(pod)
+            except Exception as e:  # a hostile pod fails alone, never the node's loop
+                self._fail_unexpected(pod, "admit", e)
+
+    def _fail_unexpected(self, pod: Obj, stage: str, err: Exception) -> None:
+        """Fail ``pod`` for an error this kubelet did not expect, as the real kubelet fails
+        a pod whose admission errs; it keeps a (non-counting) entry so it is not retried."""
+        meta = pod["metadata"]
+        log.warning(
+            "kubelet %s: pod %s/%s failed at %s: %r",
+            self.name, meta.get("namespace"), meta.get("name"), stage, err,
+        )  # fmt: skip
+        if self.metrics is not None:
+            self.metrics.pod_errors.labels(stage).inc()
+        st = self.pods.get(meta["uid"])
+        if st is None:
+            st = _PodState(meta["uid"], meta["namespace"], meta["name"], 0, 0, active=False)
+            self.pods[st.uid] = st
+        st.active = False
+        status = {
+            "phase": "Failed",
+            "reason": "UnexpectedAdmissionError",
+            "message": f"Pod was rejected: unexpected error at {stage}: {err}",
+            "startTime": rfc3339(),
+        }
+        st.task = asyncio.create_task(self._patch_status(pod, status), name=f"fail {st.name}")
 
     def _track(self, pod: Obj, active: bool) -> _PodState:
         meta = pod["metadata"]
@@ -216,6 +249,18 @@ class Kubelet:
         st.images = images
         self.pods[st.uid] = st
         return st
+
+    def _track_or_zero(self, pod: Obj) -> _PodState:
+        """Track a terminating pod even when its requests do not parse (it counts for
+        nothing: it is not active)."""
+        try:
+            return self._track(pod, active=False)
+        except Exception as e:
+            log.warning("kubelet %s: pod %s requests: %r", self.name, pod["metadata"]["name"], e)
+            meta = pod["metadata"]
+            st = _PodState(meta["uid"], meta["namespace"], meta["name"], 0, 0, active=False)
+            self.pods[st.uid] = st
+            return st
 
     def _forget(self, st: _PodState) -> None:
         self.pods.pop(st.uid, None)
@@ -259,6 +304,14 @@ class Kubelet:
         st.task = asyncio.create_task(self._run(pod, st), name=f"run {st.name}")
 
     async def _run(self, pod: Obj, st: _PodState) -> None:
+        try:
+            await self._start(pod, st)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the pod fails; the node goes on
+            self._fail_unexpected(pod, "start", e)
+
+    async def _start(self, pod: Obj, st: _PodState) -> None:
         spec = pod["spec"]
         virtual = (pod["metadata"].get("labels") or {}).get(VIRTUAL_LABEL) == "true"
         admitted = time.monotonic()

@@ -30,6 +30,12 @@ class KubeletMetrics:
             ["reason"],
             registry=registry,
         )
+        self.pod_errors = Counter(
+            "simcluster_kubelet_pod_errors",
+            "Pods failed for an error the kubelet did not expect (a spec it cannot handle).",
+            ["stage"],
+            registry=registry,
+        )
         self.pulls = Counter(
             "simcluster_kubelet_image_pulls", "Image pulls completed.", registry=registry
         )

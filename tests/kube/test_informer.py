@@ -77,8 +77,9 @@ async def test_list_watch_indexes_and_handlers(client: KubeClient) -> None:
         await client.create(PODS, pod("new"), "default")
         await client.patch(PODS, "new", {"metadata": {"labels": {"a": "b"}}}, "default")
         await client.delete(PODS, "p0", "default", grace_period_s=0)
-        await wait_until_async(lambda: len(log) == 3)
-        assert log == [("add", "new"), ("update", "new"), ("delete", "p0")]
+        await wait_until_async(lambda: len(log) == 4)
+        # as upstream, a delete at grace 0 writes the deletionTimestamp first (an update)
+        assert log == [("add", "new"), ("update", "new"), ("update", "p0"), ("delete", "p0")]
         assert inf.cache.get("default/new")["metadata"]["labels"] == {"a": "b"}  # type: ignore[index]
         assert [o["metadata"]["name"] for o in inf.cache.by_index("node", "n1")] == ["p1"]
 

@@ -147,7 +147,8 @@ async def test_watch_events_bookmarks_and_gone(client: KubeClient) -> None:
     listed = await client.list(LEASES, "default")
     rv = listed["metadata"]["resourceVersion"]
     seen: list[str] = []
-    async with client.watch(LEASES, "default", resource_version=rv, timeout_seconds=2) as events:
+    # timeout 3: as upstream, no bookmark is due within 2 s of a watch's timeout
+    async with client.watch(LEASES, "default", resource_version=rv, timeout_seconds=3) as events:
         await client.create(LEASES, {"metadata": {"name": "l1"}, "spec": {}}, "default")
         async for ev in events:
             seen.append(ev.type)

@@ -88,9 +88,9 @@ def test_the_table_gives_kinds_with_rules_their_strategy_and_others_the_generic_
     assert isinstance(core.strategies.for_key("/pods"), PodStrategy)
     assert isinstance(core.strategies.for_key("/namespaces"), NamespaceStrategy)
     assert isinstance(core.strategies.for_key("rbac.authorization.k8s.io/roles"), RbacStrategy)
-    generic = core.strategies.for_key(CONFIGMAPS)
+    generic = core.strategies.for_key("/endpoints")
     assert type(generic) is Strategy
-    assert core.strategies.for_key("coordination.k8s.io/leases") is generic
+    assert core.strategies.for_key("discovery.k8s.io/endpointslices") is generic
 
 
 def test_a_registered_strategy_gets_its_hooks_called_in_verb_order() -> None:

@@ -57,7 +57,10 @@ class NamespaceStrategy(Strategy):
         call_soon(lambda: self.finalize(name))
 
     def finalize(self, name: str) -> None:
-        """Purge every namespaced object in ``name``, then the namespace itself."""
+        """Purge every namespaced object in ``name``, then the namespace itself unless
+        other finalizers (``metadata.finalizers``) hold it: it stays Terminating, refusing
+        new content, until they are removed (the update that removes the last one deletes
+        it)."""
         for key in self.objects.keys():  # noqa: SIM118 (Objects is not a mapping)
             rt = self.registry.for_key(key)
             if rt is None or not rt.namespaced:
@@ -65,5 +68,5 @@ class NamespaceStrategy(Strategy):
             for obj in list(self.objects.iter(key, name)):
                 self.objects.remove(key, obj)
         ns = self.objects.get(NAMESPACES, "", name)
-        if ns is not None:
+        if ns is not None and not ns["metadata"].get("finalizers"):
             self.objects.remove(NAMESPACES, ns)

@@ -12,7 +12,10 @@ from typing import Any
 from simcluster.apiserver import pods
 from simcluster.apiserver.kinds.quotas import QuotaLedger
 from simcluster.apiserver.resources import ResourceType
-from simcluster.apiserver.strategy import Strategy, StrategyContext, invalid
+from simcluster.apiserver.strategy import Strategy, StrategyContext
+from simcluster.apiserver.validation.fields import Cause
+from simcluster.apiserver.validation.podspec import pod_spec_causes
+from simcluster.errors import BadRequest
 
 __all__ = ["PodStrategy"]
 
@@ -21,12 +24,22 @@ _BOUND = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Succe
 
 
 class PodStrategy(Strategy):
+    graceful_delete = True
+
     def __init__(self, ctx: StrategyContext) -> None:
         self.writer = ctx.writer
         self.quota = QuotaLedger(ctx.objects, ctx.writer, ctx.registry)
 
     def prepare_create(self, rt: ResourceType, obj: Obj) -> None:
         pods.default_pod(obj)
+
+    def create_causes(self, rt: ResourceType, obj: Obj) -> list[Cause]:
+        return pod_spec_causes(obj.get("spec"))
+
+    def validate_create(self, rt: ResourceType, obj: Obj) -> None:
+        """Validation first, then quota admission (a validating admission plugin, which
+        upstream runs after the strategy's ``Validate``: a bad pod is 422, not 403)."""
+        super().validate_create(rt, obj)
         self.quota.admit(obj)
 
     def after_create(self, rt: ResourceType, obj: Obj) -> None:
@@ -53,9 +66,12 @@ class PodStrategy(Strategy):
         """pods/binding (and the legacy ``bindings`` resource): upstream's ``BindingREST``."""
         if not isinstance(binding, dict):
             binding = {}
-        bname = (binding.get("metadata") or {}).get("name")
-        if bname and bname != name:
-            raise invalid(rt, name, "metadata.name", f'"{bname}": binding name must match the pod')
+        bname = (binding.get("metadata") or {}).get("name") or ""
+        if not name:
+            raise BadRequest("resource name may not be empty")
+        if bname != name:
+            raise BadRequest("name in URL does not match name in Binding object")
+        pods.validate_binding(binding, name)
         pod = self.writer.lookup(rt, namespace, name)
         self.writer.write(rt, pods.bind(pod, binding), pod)
         return dict(_BOUND)

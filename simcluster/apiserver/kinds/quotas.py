@@ -14,6 +14,8 @@ from typing import Any
 from simcluster.apiserver import pods
 from simcluster.apiserver.resources import Registry, ResourceType
 from simcluster.apiserver.strategy import Strategy, StrategyContext
+from simcluster.apiserver.validation.fields import Cause
+from simcluster.apiserver.validation.kinds import resource_quota
 from simcluster.apiserver.writer import Objects, Writer
 from simcluster.errors import Forbidden
 from simcluster.quantity import format_cpu, format_memory, to_milli, to_units
@@ -133,6 +135,9 @@ class ResourceQuotaStrategy(Strategy):
 
     def __init__(self, ctx: StrategyContext) -> None:
         self.ledger = QuotaLedger(ctx.objects, ctx.writer, ctx.registry)
+
+    def create_causes(self, rt: ResourceType, obj: Obj) -> list[Cause]:
+        return resource_quota(obj)
 
     def prepare_create(self, rt: ResourceType, obj: Obj) -> None:
         hard = _hard(obj)
