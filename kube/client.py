@@ -34,7 +34,6 @@ import msgspec
 
 from kube.errors import (
     KubeError,
-    TooManyRequests,
     TransportError,
     Unauthorized,
     error_from_status,
@@ -44,12 +43,11 @@ from kube.lean import LeanPool
 from kube.ratelimit import TokenBucket
 from kube.resources import PODS, Resource
 from kube.settings import ClientSettings
+from kube.verbs import JSON, Verbs, selectors
 from kube.watch import LineSplitter, WatchEvent
 
 __all__ = ["KubeClient", "RequestObserver", "WatchEvent"]
 
-JSON = "application/json"
-MERGE_PATCH = "application/merge-patch+json"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "PATCH"})
 #: Failures before the request was written: always safe to repeat.
 _NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
@@ -78,7 +76,7 @@ def _names_object(path: str) -> bool:
     return len(rest) >= 2
 
 
-class KubeClient:
+class KubeClient(Verbs):
     """Use :meth:`connect`; ``async with`` closes the sessions."""
 
     def __init__(
@@ -274,19 +272,6 @@ class KubeClient:
             code, self._decode_error(raw), resp_headers.get("retry-after"), what=f"{method} {path}"
         )
 
-    def _decode_error(self, raw: bytes) -> Any:
-        try:
-            return self._decoder.decode(raw)
-        except msgspec.DecodeError:
-            return raw.decode("utf-8", "replace")
-
-    def _may_retry(self, e: KubeError, safe: bool) -> bool:
-        if isinstance(e, TooManyRequests):
-            return True
-        if isinstance(e, TransportError) and not e.sent:
-            return True
-        return safe and e.retryable
-
     def _delay(self, e: KubeError, attempt: int) -> float:
         """Full-jitter backoff; a 429's Retry-After (capped at ``max_retry_after``) is the
         floor, spread up to 20% past it so the throttled herd does not return at once."""
@@ -301,47 +286,11 @@ class KubeClient:
         return self._headers
 
     # --- verbs --------------------------------------------------------------------------
-    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Any:
-        return await self.request("GET", res.path(namespace, name))
-
-    async def list(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int = 0,
-        continue_token: str | None = None,
-        resource_version: str | None = None,
-    ) -> Any:
-        query = _selectors(label_selector, field_selector)
-        if limit:
-            query["limit"] = str(limit)
-        if continue_token:
-            query["continue"] = continue_token
-        if resource_version is not None:
-            query["resourceVersion"] = resource_version
-        return await self.request("GET", res.path(namespace), query=query)
-
-    async def create(
-        self, res: Resource, body: Mapping[str, Any], namespace: str | None = None
-    ) -> Any:
-        return await self.request("POST", res.path(namespace), body=body)
-
     async def replace(
         self, res: Resource, name: str, body: Mapping[str, Any], namespace: str | None = None
     ) -> Any:
         """PUT; optimistic concurrency through ``metadata.resourceVersion`` in ``body``."""
         return await self.request("PUT", res.path(namespace, name), body=body)
-
-    async def patch(
-        self, res: Resource, name: str, body: Mapping[str, Any], namespace: str | None = None
-    ) -> Any:
-        """JSON merge patch."""
-        return await self.request(
-            "PATCH", res.path(namespace, name), body=body, content_type=MERGE_PATCH
-        )
 
     async def delete(
         self,
@@ -364,7 +313,7 @@ class KubeClient:
     ) -> Any:
         """DELETE every object matching ``label_selector``; returns the deleted objects."""
         return await self.request(
-            "DELETE", res.path(namespace), query=_selectors(label_selector, None)
+            "DELETE", res.path(namespace), query=selectors(label_selector, None)
         )
 
     async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
@@ -401,7 +350,7 @@ class KubeClient:
         ``timeouts.watch_idle`` raises :class:`TransportError`; an ERROR event raises its
         error (:class:`Gone` for 410). Opening the stream is rate limited and retried like
         any GET."""
-        query = _selectors(label_selector, field_selector)
+        query = selectors(label_selector, field_selector)
         query.update(
             watch="true",
             resourceVersion=resource_version,
@@ -469,12 +418,3 @@ class KubeClient:
                 return
             for ev in lines.feed(chunk):
                 yield ev
-
-
-def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
-    query: dict[str, str] = {}
-    if label_selector:
-        query["labelSelector"] = label_selector
-    if field_selector:
-        query["fieldSelector"] = field_selector
-    return query

@@ -28,22 +28,21 @@ from urllib.parse import urlencode, urlsplit
 import msgspec
 
 from kube.credentials import Credentials, load_credentials
-from kube.errors import KubeError, TooManyRequests, TransportError, Unauthorized, error_from_status
+from kube.errors import KubeError, TransportError, Unauthorized, error_from_status
 from kube.lean import LeanPool
 from kube.ratelimit import TokenBucket
 from kube.resources import Resource
 from kube.settings import ClientSettings
+from kube.verbs import JSON, Verbs, selectors
 from kube.watch import LineSplitter, WatchEvent
 
 __all__ = ["LightClient"]
 
-JSON = "application/json"
-MERGE_PATCH = "application/merge-patch+json"
 _SAFE = frozenset({"GET", "PUT", "DELETE", "PATCH"})
 _MAX_HEAD = 64 * 1024
 
 
-class LightClient:
+class LightClient(Verbs):
     """Use :meth:`connect`; ``async with`` closes the connections."""
 
     def __init__(self, credentials: Credentials, settings: ClientSettings) -> None:
@@ -135,57 +134,7 @@ class LightClient:
             code, self._decode_error(raw), resp_headers.get("retry-after"), what=target
         )
 
-    def _decode_error(self, raw: bytes) -> Any:
-        try:
-            return self._decoder.decode(raw)
-        except msgspec.DecodeError:
-            return raw.decode("utf-8", "replace")
-
-    @staticmethod
-    def _may_retry(e: KubeError, safe: bool) -> bool:
-        if isinstance(e, TooManyRequests):
-            return True
-        if isinstance(e, TransportError) and not e.sent:
-            return True
-        return safe and e.retryable
-
     # --- verbs --------------------------------------------------------------------------
-    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Any:
-        return await self.request("GET", res.path(namespace, name))
-
-    async def list(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int = 0,
-        continue_token: str | None = None,
-        resource_version: str | None = None,
-    ) -> Any:
-        query = _selectors(label_selector, field_selector)
-        if limit:
-            query["limit"] = str(limit)
-        if continue_token:
-            query["continue"] = continue_token
-        if resource_version is not None:
-            query["resourceVersion"] = resource_version
-        return await self.request("GET", res.path(namespace), query=query)
-
-    async def create(
-        self, res: Resource, body: Mapping[str, Any], namespace: str | None = None
-    ) -> Any:
-        return await self.request("POST", res.path(namespace), body=body)
-
-    async def patch(
-        self, res: Resource, name: str, body: Mapping[str, Any], namespace: str | None = None
-    ) -> Any:
-        """JSON merge patch."""
-        return await self.request(
-            "PATCH", res.path(namespace, name), body=body, content_type=MERGE_PATCH
-        )
-
     async def delete(self, res: Resource, name: str, namespace: str | None = None) -> Any:
         return await self.request("DELETE", res.path(namespace, name))
 
@@ -204,7 +153,7 @@ class LightClient:
     ) -> AsyncIterator[AsyncIterator[WatchEvent]]:
         """Like ``KubeClient.watch``: the stream ends when the server closes it; no bytes for
         ``timeouts.watch_idle`` raises :class:`TransportError`; ERROR events raise."""
-        query = _selectors(label_selector, field_selector)
+        query = selectors(label_selector, field_selector)
         query.update(
             watch="true",
             resourceVersion=resource_version,
@@ -290,12 +239,3 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]
         if name:
             headers[name.strip().lower()] = value.strip()
     return int(rest[:3]), headers
-
-
-def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
-    query: dict[str, str] = {}
-    if label_selector:
-        query["labelSelector"] = label_selector
-    if field_selector:
-        query["fieldSelector"] = field_selector
-    return query

@@ -47,6 +47,11 @@ from kube.resources import EVENTS, LEASES
 
 __all__ = ["NodeAgent"]
 
+#: Where Events about a Node go: a core/v1 Event's namespace must match its involved
+#: object's, and a cluster-scoped object's Events live in "default" (the API server refuses
+#: them anywhere else; the kubelet writes its node Events there too).
+NODE_EVENTS_NAMESPACE = "default"
+
 log = logging.getLogger(__name__)
 
 
@@ -253,7 +258,7 @@ class NodeAgent:
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{self._node}.", "namespace": self.namespace},
+            "metadata": {"generateName": f"{self._node}.", "namespace": NODE_EVENTS_NAMESPACE},
             "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": self._node},
             "reason": "ImagePrepareFailed",
             "message": (
@@ -269,7 +274,7 @@ class NodeAgent:
             "count": 1,
         }
         try:
-            await self.client.create(EVENTS, body, self.namespace)
+            await self.client.create(EVENTS, body, NODE_EVENTS_NAMESPACE)
             self.metrics.events.labels("ImagePrepareFailed").inc()
         except KubeError as e:
             self.metrics.errors.labels("kube").inc()

@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from daemon.node.agent import NODE_EVENTS_NAMESPACE
 from daemon.node.bundle import bundle_digest
 from kube.light import LightClient
 from kube.preparation import (
@@ -110,7 +111,7 @@ async def test_a_failing_pull_is_retried_and_reported_once(
         await wait_until_async(lambda: _has(api, agent.lease, [image]), timeout_s=10)
         text = agent.metrics()
         assert metric(text, "sandman_node_agent_pulls_total", result="error") == 3
-        events = (await api.list(EVENTS, AGENT_NS))["items"]
+        events = (await api.list(EVENTS, NODE_EVENTS_NAMESPACE))["items"]
         mine = [e for e in events if e["reason"] == "ImagePrepareFailed"]
         assert len(mine) == 1  # one per failed image (per failure streak), not per attempt
         assert image in mine[0]["message"]
