@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,8 @@ from devstack.rootfs import RootfsError, find_bwrap
 from sandman.sdk.daemon_client import SandboxClient
 from tests.support.daemon import DaemonProcess, start_daemon
 from tests.support.leaks import FIXTURE_PIDS
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -54,6 +58,11 @@ def sandboxed_daemon(
         "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
         "--bind", str(workdir), "/tmp/sandbox", "--chdir", "/tmp/sandbox",
     ]  # fmt: skip
+    # The private /tmp hides whatever the host keeps there: a checkout (and its venv) under
+    # /tmp, as a clean clone for CI is, is bound back read-only or the daemon cannot start.
+    for path in sorted({REPO_ROOT, Path(sys.prefix).resolve()}):
+        if path.is_relative_to("/tmp"):
+            prefix += ["--ro-bind", str(path), str(path)]
     process = start_daemon(prefix=prefix, cwd=str(workdir))
     request.config.stash.setdefault(FIXTURE_PIDS, set()).add(process.proc.pid)
     try:
