@@ -17,7 +17,15 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
-from .patterns import ImageRef, whole
+from .patterns import (
+    _LABEL_NAME,
+    _LABEL_VALUE,
+    LABEL_NAME_PATTERN,
+    LABEL_VALUE_PATTERN,
+    ImageRef,
+    OwnerName,
+    whole,
+)
 
 __all__ = [
     "DEFAULT_CLASS",
@@ -58,7 +66,7 @@ DEFAULT_CLASS: Final = "tiny"
 DEFAULT_TTL_S: Final = 3600
 
 #: The longest wait a ``GET ?wait=`` may ask for, and the default; the largest list page.
-MAX_WAIT_S: Final = 600.0
+MAX_WAIT_S: Final = 600  # an int: msgspec renders a float bound as 600 or 600.0 by call order
 DEFAULT_WAIT_S: Final = 30.0
 MAX_PAGE: Final = 1000
 DEFAULT_PAGE: Final = 100
@@ -66,28 +74,12 @@ DEFAULT_PAGE: Final = 100
 RESERVED_ENV_PREFIX: Final = "SANDMAN_"
 
 
-_LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
-#: A Kubernetes label name (the part after the prefix) and label value.
-LABEL_NAME_PATTERN: Final = whole(_LABEL_NAME)
-LABEL_VALUE_PATTERN: Final = whole(_LABEL_VALUE)
-
 SandboxState = Literal["pending", "starting", "ready", "failed", "terminated", "releasing"]
 """``pending``: not on a node yet; ``starting``: bound, daemon not ready; ``ready``: tool calls
 are served; ``failed``: never became usable (reason says why); ``terminated``: it was usable
 and is not any more (its files and processes are gone); ``releasing``: being deleted."""
 
 Seconds = Annotated[int, msgspec.Meta(ge=1, le=7 * 24 * 3600)]
-#: An owner (a trainer run) is a label value on its pods, and never empty.
-OwnerName = Annotated[
-    str,
-    msgspec.Meta(
-        min_length=1,
-        max_length=63,
-        pattern=LABEL_VALUE_PATTERN,
-        description="a Kubernetes label value, 1-63 characters",
-    ),
-]
 EnvName = Annotated[
     str,
     msgspec.Meta(

@@ -11,11 +11,11 @@ both.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Final
 
 import msgspec
 
-__all__ = ["ImageRef", "whole"]
+__all__ = ["LABEL_NAME_PATTERN", "LABEL_VALUE_PATTERN", "ImageRef", "OwnerName", "whole"]
 
 
 def whole(body: str) -> str:
@@ -25,3 +25,20 @@ def whole(body: str) -> str:
 
 #: OCI references are printable ASCII without spaces.
 ImageRef = Annotated[str, msgspec.Meta(min_length=1, max_length=512, pattern=whole("[!-~]+"))]
+
+
+_LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?"
+#: A Kubernetes label name (the part after the prefix) and label value.
+LABEL_NAME_PATTERN: Final = whole(_LABEL_NAME)
+LABEL_VALUE_PATTERN: Final = whole(_LABEL_VALUE)
+#: An owner (a trainer run) is a label value on its pods, and never empty.
+OwnerName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=63,
+        pattern=LABEL_VALUE_PATTERN,
+        description="a Kubernetes label value, 1-63 characters",
+    ),
+]

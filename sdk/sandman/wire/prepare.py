@@ -21,7 +21,7 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
-from .patterns import ImageRef
+from .patterns import ImageRef, OwnerName
 
 __all__ = [
     "DEFAULT_PREPARE_TTL_S",
@@ -119,7 +119,7 @@ class PrepareImages(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
     images: Annotated[list[ImageRequest], msgspec.Meta(min_length=1, max_length=MAX_IMAGES)]
     deadline: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
     ttl_s: Annotated[int, msgspec.Meta(ge=60, le=7 * 24 * 3600)] = DEFAULT_PREPARE_TTL_S
-    owner: Annotated[str, msgspec.Meta(min_length=1, max_length=63)] | None = None
+    owner: OwnerName | None = None
 
 
 class PreparedImage(msgspec.Struct, kw_only=True):
