@@ -8,6 +8,7 @@ holds that part so the two cannot drift.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,11 +32,12 @@ def selectors(label_selector: str | None, field_selector: str | None) -> dict[st
     return query
 
 
-class Verbs:
-    """Mixed into a client that defines ``request`` and a JSON ``_decoder``."""
+class Verbs(ABC):
+    """The base of a client that defines ``request`` and a JSON ``_decoder``."""
 
     _decoder: msgspec.json.Decoder[Any]
 
+    @abstractmethod
     async def request(
         self,
         method: str,
@@ -46,7 +48,7 @@ class Verbs:
         content_type: str = JSON,
         idempotent: bool | None = None,
     ) -> Any:
-        raise NotImplementedError
+        """One request: rate limited, retried as the client's rules say; the decoded JSON."""
 
     def _decode_error(self, raw: bytes) -> Any:
         try:

@@ -12,6 +12,7 @@ tests/node/test_exposition.py holds the output to prometheus_client's own parser
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
@@ -35,7 +36,7 @@ def _number(value: float) -> str:
     return repr(float(value))
 
 
-class _Metric:
+class _Metric(ABC):
     kind = ""
 
     def __init__(self, name: str, doc: str, labelnames: Sequence[str] = ()) -> None:
@@ -46,8 +47,9 @@ class _Metric:
         yield f"# HELP {exposed} {self.doc.replace(chr(92), chr(92) * 2)}"
         yield f"# TYPE {exposed} {self.kind}"
 
+    @abstractmethod
     def lines(self) -> Iterator[str]:
-        raise NotImplementedError
+        """The metric's samples, one text line each."""
 
 
 class _Value:
