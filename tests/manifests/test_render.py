@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from tests.support.manifests import (
     KUBERNETES_VERSION,
     MANIFESTS,
     OVERLAYS,
+    ROOT,
     Rendered,
     containers,
     render,
@@ -92,6 +94,12 @@ def test_image_preparations_match_the_crd_schema(rendered: Rendered) -> None:
 
 
 def test_prometheus_rules_have_the_operators_shape(rendered: Rendered) -> None:
+    guide = (ROOT / "docs" / "operator-guide.md").read_text()
+    anchors = {
+        re.sub(r"[^a-z0-9 -]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+        for line in guide.splitlines()
+        if line.startswith("#")
+    }
     for obj in rendered.of_kind("PrometheusRule"):
         assert obj["apiVersion"] == "monitoring.coreos.com/v1"
         for group in obj["spec"]["groups"]:
@@ -99,7 +107,8 @@ def test_prometheus_rules_have_the_operators_shape(rendered: Rendered) -> None:
             for rule in group["rules"]:
                 assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"}
                 assert rule["alert"] and rule["expr"] and rule["labels"]["severity"]
-                assert rule["annotations"]["runbook"].startswith("docs/operator-guide.md#")
+                page, _, anchor = rule["annotations"]["runbook"].partition("#")
+                assert page == "docs/operator-guide.md" and anchor in anchors, rule["alert"]
 
 
 def test_every_namespaced_object_names_its_namespace(rendered: Rendered) -> None:
