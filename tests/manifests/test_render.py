@@ -177,6 +177,11 @@ def test_the_facade_configuration_loads_and_matches_the_delivery(
         for m in c.get("volumeMounts", ())
     }
     assert Path(secret_path["secret_file"]).parent == Path(mounts["secret"])
+    # The Deployment mounts the generated ConfigMap (its name carries the content hash).
+    volumes = rendered.one("Deployment", "sandman-facade")["spec"]["template"]["spec"]["volumes"]
+    (config_volume,) = [v for v in volumes if v["name"] == "config"]
+    generated = rendered.config_map("sandman-facade-config")["metadata"]["name"]
+    assert config_volume["configMap"]["name"] == generated
     agent = rendered.one("DaemonSet", "sandman-node-agent")
     args = agent["spec"]["template"]["spec"]["containers"][0]["args"]
     flags = dict(a.removeprefix("--").split("=", 1) for a in args)
