@@ -220,6 +220,11 @@ def test_the_binds_have_a_priority_level_of_their_own() -> None:
     ]
     general = access.one("FlowSchema", "sandman-workload")
     assert binds["spec"]["matchingPrecedence"] < general["spec"]["matchingPrecedence"]
+    # The election Lease likewise: a level of its own, matched before the general schema.
+    election = access.one("FlowSchema", "sandman-election")
+    assert election["spec"]["matchingPrecedence"] < general["spec"]["matchingPrecedence"]
+    lease_level = access.one("PriorityLevelConfiguration", "sandman-election")
+    assert lease_level["spec"]["limited"]["lendablePercent"] == 0
 
 
 def sandbox_policies(rendered: Rendered) -> dict[str, list[dict[str, Any]]]:
