@@ -185,12 +185,17 @@ def test_the_facade_configuration_loads_and_matches_the_delivery(
     agent = rendered.one("DaemonSet", "sandman-node-agent")
     args = agent["spec"]["template"]["spec"]["containers"][0]["args"]
     flags = dict(a.removeprefix("--").split("=", 1) for a in args)
+    prepared = {
+        i["image"] for o in rendered.of_kind("ImagePreparation") for i in o["spec"]["images"]
+    }
     if delivery == "host-path":
         assert config.delivery.host_path == f"{flags['bundle-root']}/current"
+        assert BASE_IMAGES["sandman-daemon-bundle"] not in prepared  # never pulled per sandbox
     else:
         assert "bundle-source" not in flags
-        # The one place: the bundle image in the delivery file is the base's.
+        # The one place: the bundle image in the delivery file is the base's, kept warm.
         assert config.delivery.bundle_image == BASE_IMAGES["sandman-daemon-bundle"]
+        assert config.delivery.bundle_image in prepared
 
 
 def test_every_class_priority_class_exists_and_tenants_have_a_namespace(tmp_path: Path) -> None:
