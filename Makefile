@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 APT_PACKAGES := bubblewrap busybox-static binutils containerd runc docker-registry
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst bench-faults bench-soak bench-cri simcluster clean
+.PHONY: demo test lint typecheck imports pytest system-deps venv bundle images bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst bench-faults bench-soak bench-cri simcluster clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman-dev demo
@@ -50,6 +50,12 @@ pytest: $(STAMP)
 
 bundle: $(STAMP)
 	$(BIN)/python -m daemon.sandbox.bundle build --out $(BUNDLE_DIR)
+
+# The container images (images/build.sh: a debootstrap base, buildah, then a smoke test of
+# every entry point). Not part of `make test`: a cold build takes minutes (BENCHMARKS.md).
+images: APT_PACKAGES += buildah debootstrap
+images: system-deps $(STAMP)
+	images/build.sh
 
 bench-daemon: system-deps $(STAMP) bundle
 	$(BIN)/python -m load.bench.daemon --bundle $(BUNDLE_DIR)

@@ -95,7 +95,9 @@ class GarbageCollector:
         while True:
             for lease, owner in self.owners.expired():
                 await self._collect_owner(lease, owner)
-            for pod, reason in list(self.candidates()):
+            due = list(self.candidates())
+            self.metrics.gc_backlog.set(len(due))
+            for pod, reason in due:
                 await self._delete(pod, reason)
             await asyncio.sleep(self.settings.interval_s)
 

@@ -88,6 +88,13 @@ class ControllerMetrics:
             registry=r,
         )
 
+        self.gc_backlog = Gauge(
+            "sandman_gc_backlog_pods",
+            "Sandbox pods due for deletion at the collector's last pass (not yet deleted: "
+            "deletes failing, or the collector's rate below the churn).",
+            registry=r,
+        )
+
         self.replacements = Counter(
             "sandman_replacements",
             "Sandboxes rejected by kubelet admission before running: replaced or exhausted.",

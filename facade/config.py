@@ -13,6 +13,10 @@ classes:
 tenants:
   - {name: team-a, token_sha256: [...], max_sandboxes: 2000, create_rate_per_s: 200}
 ```
+
+``delivery_file: delivery.yaml`` (relative to this file) may stand for the ``delivery``
+mapping: the delivery mode follows the cluster (a kustomize component of manifests/ swaps
+that file alone), while classes and tenants follow the installation.
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ def load_config(path: str | Path, clock: Callable[[], float] = time.monotonic) -
         raise ConfigError(str(e)) from e
     return FacadeConfig(
         minter=_minter(document, Path(path).parent),
-        delivery=_delivery(document.get("delivery") or {}),
+        delivery=_delivery(_delivery_entry(document, Path(path).parent)),
         classes=_classes(document.get("classes") or [{"name": DEFAULT_CLASS}]),
         tenants=tenants,
     )
@@ -82,6 +86,22 @@ def _minter(document: Mapping[str, Any], base: Path) -> TokenMinter:
     if len(secret) < MIN_SECRET_BYTES:
         raise ConfigError(f"the facade secret must be at least {MIN_SECRET_BYTES} bytes")
     return TokenMinter(secret)
+
+
+def _delivery_entry(document: Mapping[str, Any], base: Path) -> Mapping[str, Any]:
+    """The ``delivery`` mapping, inline or from ``delivery_file`` (not both)."""
+    if not document.get("delivery_file"):
+        return document.get("delivery") or {}
+    if document.get("delivery"):
+        raise ConfigError("the facade config has both `delivery` and `delivery_file`")
+    where = base / str(document["delivery_file"])
+    try:
+        entry = yaml.safe_load(where.read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError(f"cannot read delivery_file {where}: {e}") from e
+    if not isinstance(entry, dict):
+        raise ConfigError(f"delivery_file {where} must hold a mapping")
+    return entry
 
 
 def _delivery(entry: Mapping[str, Any]) -> DaemonDelivery:

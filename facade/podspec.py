@@ -199,9 +199,12 @@ def _task_container(
         },
     }
     if delivery.mode != "local-process":
-        container["volumeMounts"] = [
-            {"name": "sandman", "mountPath": delivery.mount, "readOnly": True}
-        ]
+        mount = {"name": "sandman", "mountPath": delivery.mount, "readOnly": True}
+        if delivery.mode == "image-volume":
+            # The bundle image holds the bundle at the mount path (where the init
+            # container's copy takes it from), not at its root: mount that directory.
+            mount["subPath"] = delivery.mount.strip("/")
+        container["volumeMounts"] = [mount]
     return container
 
 

@@ -185,3 +185,29 @@ async def test_owner_lease_expiry_deletes_that_owners_sandboxes(
 
 def micro_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def backlog(ctl: object) -> float:
+    return ctl.metrics.gc_backlog._value.get()  # type: ignore[attr-defined,no-any-return]
+
+
+@pytest.mark.parametrize("cluster_settings", [cluster_of(1, foreign=0.0)])
+async def test_gc_backlog_counts_due_sandboxes_until_deleted(
+    cluster: EmbeddedCluster, client: KubeClient
+) -> None:
+    """sandman_gc_backlog_pods (the GC-backlog alert's metric): sandboxes due for deletion
+    that are still there, here because every delete fails; 0 once the deletes go through."""
+    async with controller(cluster, gc=FAST_GC) as ctl:
+        await inject(client, kind="api-errors", verb="delete", rate=1.0, code=500)
+        past = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for name in ("expired-0", "expired-1"):
+            body = pod(name, app="sandbox")
+            body["metadata"]["annotations"] = {FAST_GC.expires_annotation: past}
+            await client.create(PODS, body, "default")
+        await create_sandboxes(client, 1)  # not due: not counted
+        await wait_until_async(lambda: backlog(ctl) == 2, timeout_s=5)
+        assert deleted(ctl, "expired") == 0
+        await inject(client, kind="clear")
+        await wait_until_async(lambda: deleted(ctl, "expired") == 2, timeout_s=10)
+        await wait_until_async(lambda: backlog(ctl) == 0, timeout_s=5)
+        assert await names(client) == {"sb-0"}
