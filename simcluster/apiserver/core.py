@@ -13,6 +13,7 @@ and never names one. Strategies and the garbage collector write back through the
 from __future__ import annotations
 
 import base64
+import builtins
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import Any
 import msgspec
 
 from simcluster.apiserver.auth import Authenticator
-from simcluster.apiserver.gc import GarbageCollector
+from simcluster.apiserver.gc import GarbageCollector, deletion_finalizers
 from simcluster.apiserver.meta import IdSource, now, rfc3339
 from simcluster.apiserver.patch import apply_patch, merge_patch, strategic_merge_patch
 from simcluster.apiserver.resources import Registry, ResourceType
@@ -386,31 +387,40 @@ class ApiCore:
         _check_delete_options(options)
         if options.get("dryRun"):
             return obj
-        if options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True:
-            self.gc.orphan(meta["uid"])
         strategy = self.strategies.for_key(rt.key)
-        grace = strategy.grace_period(rt, obj, options.get("gracePeriodSeconds"))
-        if grace == 0 and not meta.get("finalizers"):
+        grace = strategy.grace_period(rt, obj, _requested_grace(options))
+        finalizers = deletion_finalizers(list(meta.get("finalizers") or []), options)
+        if grace == 0 and not finalizers:
             if strategy.graceful_delete and not meta.get("deletionTimestamp"):
                 # upstream's graceful path at grace 0: the object is written with its
                 # deletionTimestamp (MODIFIED), then deleted (DELETED), and that is answered
-                obj = self._mark_deleting(rt, obj, 0)
+                obj = self._mark_deleting(rt, obj, 0, finalizers)
             return self._remove(rt, obj)
-        return self._mark_deleting(rt, obj, grace)
+        return self._mark_deleting(rt, obj, grace, finalizers)
 
-    def _mark_deleting(self, rt: ResourceType, obj: Obj, grace: int) -> Obj:
+    def _mark_deleting(
+        self, rt: ResourceType, obj: Obj, grace: int, finalizers: builtins.list[str]
+    ) -> Obj:
+        """Write ``obj`` as terminating: its deletionTimestamp (generation bumped when the
+        deletion starts, as upstream's ``BeforeDelete``/``markAsDeleting``), a shorter grace
+        period than it had, and the garbage collector's finalizers the DELETE asked for."""
         meta = obj["metadata"]
-        if (
-            meta.get("deletionTimestamp")
-            and int(meta.get("deletionGracePeriodSeconds") or 0) <= grace
-        ):
+        shorter = not meta.get("deletionTimestamp") or (
+            int(meta.get("deletionGracePeriodSeconds") or 0) > grace
+        )
+        if not shorter and finalizers == (meta.get("finalizers") or []):
             return obj  # already terminating with a shorter (or equal) grace period
         new = _copy(obj)
-        new["metadata"]["deletionTimestamp"] = rfc3339(now() + dt.timedelta(seconds=grace))
-        new["metadata"]["deletionGracePeriodSeconds"] = grace
-        if "generation" in new["metadata"] and not meta.get("deletionTimestamp"):
-            new["metadata"]["generation"] = int(new["metadata"]["generation"]) + 1
-        self.strategies.for_key(rt.key).prepare_delete(rt, new)
+        if finalizers:
+            new["metadata"]["finalizers"] = finalizers
+        else:
+            new["metadata"].pop("finalizers", None)
+        if shorter:
+            new["metadata"]["deletionTimestamp"] = rfc3339(now() + dt.timedelta(seconds=grace))
+            new["metadata"]["deletionGracePeriodSeconds"] = grace
+            if "generation" in new["metadata"] and not meta.get("deletionTimestamp"):
+                new["metadata"]["generation"] = int(new["metadata"]["generation"]) + 1
+            self.strategies.for_key(rt.key).prepare_delete(rt, new)
         return self.write(rt, new, obj)
 
     def create_subresource(
@@ -500,6 +510,17 @@ def _check_delete_options(options: Obj) -> None:
         causes.append(("FieldValueInvalid", "propagationPolicy", message))
     if causes:
         raise Invalid.for_object("DeleteOptions", "meta.k8s.io", "", causes)
+
+
+def _requested_grace(options: Obj) -> int | None:
+    """The grace period asked for; a negative one is 1 s on the delete path (upstream's
+    ``BeforeDelete``)."""
+    requested = options.get("gracePeriodSeconds")
+    if requested is None:
+        return None
+    if not isinstance(requested, int) or isinstance(requested, bool):
+        raise BadRequest(f"gracePeriodSeconds must be an integer, not {requested!r}")
+    return 1 if requested < 0 else requested
 
 
 def _sort_key(o: Obj) -> str:

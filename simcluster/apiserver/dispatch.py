@@ -138,6 +138,21 @@ def _decode(body: bytes, content_type: str = "application/json") -> Any:
         raise BadRequest(f"the body of the request was not valid JSON: {e}")
 
 
+def _delete_options(body: Any, q: Mapping[str, str]) -> Obj:
+    """DeleteOptions from the body and the query (upstream reads both; the query wins)."""
+    options: Obj = dict(body) if isinstance(body, dict) else {}
+    if "gracePeriodSeconds" in q:
+        try:
+            options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+        except ValueError:
+            raise BadRequest(f"invalid gracePeriodSeconds {q['gracePeriodSeconds']!r}")
+    if "propagationPolicy" in q:
+        options["propagationPolicy"] = q["propagationPolicy"]
+    if "orphanDependents" in q:
+        options["orphanDependents"] = query_bool(q, "orphanDependents")
+    return options
+
+
 def _body(req: ApiRequest) -> Any:
     return _decode(req.body, req.content_type)
 
@@ -315,9 +330,7 @@ class Dispatcher:
         if info.verb == "patch":
             return 200, core.patch(rt, ns, info.name, req.content_type, _body(req), dry_run=dry)
         if info.verb == "delete":
-            options = _body(req) or {}
-            if "gracePeriodSeconds" in q:
-                options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+            options = _delete_options(_body(req), q)
             if dry:
                 options["dryRun"] = ["All"]
             obj = core.delete(rt, ns, info.name, options)
