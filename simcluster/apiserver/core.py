@@ -23,6 +23,7 @@ import msgspec
 
 from simcluster.apiserver.auth import Authenticator
 from simcluster.apiserver.gc import GarbageCollector, deletion_finalizers
+from simcluster.apiserver.listoptions import EXACT, too_large
 from simcluster.apiserver.meta import IdSource, now, rfc3339
 from simcluster.apiserver.patch import apply_patch, merge_patch, strategic_merge_patch
 from simcluster.apiserver.resources import Registry, ResourceType
@@ -55,6 +56,7 @@ class ListOptions:
     limit: int = 0
     continue_token: str | None = None
     resource_version: str | None = None
+    resource_version_match: str | None = None
 
 
 def _copy(obj: Obj) -> Obj:
@@ -202,24 +204,29 @@ class ApiCore:
         return self.lookup(rt, namespace, name)
 
     def list(self, rt: ResourceType, namespace: str | None, opts: ListOptions) -> Obj:
+        """The list at one revision: the latest, or the one a continue token or an Exact
+        resourceVersion names (every page of a paginated list shows the first page's
+        revision, as etcd's MVCC reads do upstream)."""
         labels = LabelSelector.parse(opts.label_selector)
         fields = FieldSelector.parse(opts.field_selector, rt.field_selectors, rt.kind)
-        list_rv, start = self.store.rv, ""
-        if opts.continue_token:
-            list_rv, start = _decode_continue(opts.continue_token)
-            if list_rv < self.store.compacted:
-                raise Expired(
-                    "The provided continue parameter is too old to display a consistent list result. "  # noqa: E501
-                    "You can start a new list without the continue parameter."
-                )
+        at, start = self._list_revision(opts)
+        try:
+            source = (
+                self.store.iter(rt.key, namespace)
+                if at is None
+                else self.store.iter_at(rt.key, namespace, at)
+            )
+        except Expired:
+            if not opts.continue_token:
+                raise
+            raise Expired(_INCONSISTENT_CONTINUE, continue_token=_encode_continue(-1, start))
         items = [
-            o
-            for o in self.store.iter(rt.key, namespace)
-            if labels.matches(o["metadata"].get("labels")) and fields.matches(o)
+            o for o in source if labels.matches(o["metadata"].get("labels")) and fields.matches(o)
         ]
         items.sort(key=_sort_key)
         if start:
             items = [o for o in items if _sort_key(o) > start]
+        list_rv = self.store.rv if at is None else at
         meta: Obj = {"resourceVersion": str(list_rv)}
         if opts.limit and len(items) > opts.limit:
             rest = len(items) - opts.limit
@@ -232,6 +239,26 @@ class ApiCore:
             "metadata": meta,
             "items": items,
         }
+
+    def _list_revision(self, opts: ListOptions) -> tuple[int | None, str]:
+        """(revision to list at — None for the latest —, key to start after). A continue
+        token carries both (-1: the latest, upstream's token after a 410); a resourceVersion
+        is a revision for ``Exact``, and for a paginated list without a match (upstream's
+        legacy rule), else only a lower bound the latest state meets."""
+        if opts.continue_token:
+            rv, start = _decode_continue(opts.continue_token)
+            return (None if rv == -1 else rv), start
+        if opts.resource_version in (None, "", "0"):
+            return None, ""
+        try:
+            asked = int(opts.resource_version)
+        except ValueError:
+            raise BadRequest(f"invalid resource version {opts.resource_version!r}")
+        if asked > self.store.rv:
+            raise too_large(asked, self.store.rv)
+        match = opts.resource_version_match
+        exact = match == EXACT or (not match and opts.limit > 0)
+        return (asked if exact else None), ""
 
     def update(
         self,
@@ -467,7 +494,7 @@ class ApiCore:
                 if w.matches(obj):
                     meta_rv = int(obj["metadata"]["resourceVersion"])
                     w.push(render("ADDED", Event(meta_rv, "ADDED", rt.key, "", obj, None)))
-            if send_initial_events:
+            if send_initial_events and bookmarks:  # etcd3's isInitialEventsEndBookmarkRequired
                 w.push(self.bookmark(rt, w, initial_events_end=True))
             self.store.subscribe(w, None)
             return w
@@ -510,6 +537,15 @@ def _check_delete_options(options: Obj) -> None:
         causes.append(("FieldValueInvalid", "propagationPolicy", message))
     if causes:
         raise Invalid.for_object("DeleteOptions", "meta.k8s.io", "", causes)
+
+
+_INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. "
+    "You can start a new list without the continue parameter, or use the continue token in "
+    "this response to retrieve the remainder of the results. Continuing with the provided "
+    "token results in an inconsistent list - objects that were created, modified, or deleted "
+    "between the time the first chunk was returned and now may show up in the list."
+)
 
 
 def _requested_grace(options: Obj) -> int | None:

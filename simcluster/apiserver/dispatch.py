@@ -22,6 +22,7 @@ from simcluster.apiserver.core import ApiCore, ListOptions
 from simcluster.apiserver.discovery import table
 from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import FlowControl, default_flow_control
+from simcluster.apiserver.listoptions import validate_list_options
 from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.protobuf import decode_k8s_protobuf
 from simcluster.apiserver.resources import ResourceType
@@ -287,6 +288,7 @@ class Dispatcher:
             limit,
             q.get("continue"),
             q.get("resourceVersion"),
+            q.get("resourceVersionMatch"),
         )
 
     def _call(self, rt: ResourceType, req: ApiRequest) -> tuple[int, Obj]:
@@ -305,6 +307,7 @@ class Dispatcher:
         if info.verb == "get":
             return 200, core.get(rt, ns, info.name)
         if info.verb == "list":
+            validate_list_options(q, watch=False)
             return 200, core.list(rt, info.namespace, self._opts(q))
         if info.verb == "create":
             if rt.plural in ("selfsubjectreviews", "selfsubjectaccessreviews"):
@@ -400,6 +403,7 @@ class Dispatcher:
 
     def _watch(self, rt: ResourceType, req: ApiRequest) -> WatchStream:
         q = req.query
+        validate_list_options(q, watch=True)
         bookmarks = query_bool(q, "allowWatchBookmarks")
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
         render: Renderer = default_render
