@@ -25,7 +25,7 @@ from simcluster.apiserver.auth import Authenticator
 from simcluster.apiserver.gc import GarbageCollector, deletion_finalizers
 from simcluster.apiserver.listoptions import EXACT, too_large
 from simcluster.apiserver.meta import IdSource, now, rfc3339
-from simcluster.apiserver.patch import apply_patch, merge_patch, strategic_merge_patch
+from simcluster.apiserver.patch import apply_patch
 from simcluster.apiserver.resources import Registry, ResourceType
 from simcluster.apiserver.selectors import FieldSelector, LabelSelector
 from simcluster.apiserver.store import Event, Renderer, Store, Watcher, default_render
@@ -356,40 +356,6 @@ class ApiCore:
         patched.setdefault("metadata", {})["name"] = name
         new = self._check_body(rt, namespace, patched)
         return self._update(rt, old, new, subresource=subresource, dry_run=dry_run)
-
-    def apply(
-        self,
-        rt: ResourceType,
-        namespace: str,
-        name: str,
-        body: Any,
-        *,
-        manager: str,
-        dry_run: bool = False,
-    ) -> tuple[bool, Obj]:
-        """Server-side apply, approximated: create if absent, else merge the applied
-        configuration in (lists of maps by their merge keys for built-in kinds, as SSA's
-        list-maps do). Not modelled: field ownership, conflicts between managers, removal of
-        fields a manager stops applying. Returns (created?, object)."""
-        if not manager:
-            field, msg = (
-                "metadata.managedFields.fieldManager",
-                "Required value: is required for apply patch",
-            )
-            raise Invalid.for_object(rt.kind, rt.group, name, [("FieldValueRequired", field, msg)])
-        if not isinstance(body, dict):
-            raise BadRequest("the applied configuration must be an object")
-        if (body.get("metadata") or {}).get("name", name) != name:
-            raise BadRequest("the name of the applied object does not match the name on the URL")
-        if self.store.get(rt.key, namespace if rt.namespaced else "", name) is None:
-            body.setdefault("metadata", {})["name"] = name
-            return True, self.create(rt, namespace, body, dry_run=dry_run)
-        old = self.lookup(rt, namespace, name)
-        merge = strategic_merge_patch if rt.builtin else merge_patch
-        patched = merge(_copy(old), body)
-        patched["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-        new = self._check_body(rt, namespace, patched)
-        return False, self._update(rt, old, new, subresource="", dry_run=dry_run)
 
     def delete(self, rt: ResourceType, namespace: str, name: str, options: Obj | None) -> Obj:
         options = options or {}

@@ -100,8 +100,7 @@ def _patch_op(rt: ResourceType) -> Obj:
     types = [
         "application/json-patch+json",
         "application/merge-patch+json",
-        "application/apply-patch+yaml",
-    ]
+    ]  # no application/apply-patch+yaml: server-side apply is refused (patch.py)
     if rt.builtin:
         types.append("application/strategic-merge-patch+json")
     return {

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import yaml
 
 from simcluster.apiserver.auth import User
 from simcluster.apiserver.core import ApiCore, ListOptions
@@ -24,6 +23,7 @@ from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import FlowControl, default_flow_control
 from simcluster.apiserver.listoptions import validate_list_options
 from simcluster.apiserver.metrics import ApiMetrics
+from simcluster.apiserver.patch import unsupported_patch_type
 from simcluster.apiserver.protobuf import decode_k8s_protobuf
 from simcluster.apiserver.resources import ResourceType
 from simcluster.apiserver.store import Event, Renderer, Watcher, default_render, line
@@ -128,11 +128,6 @@ def _decode(body: bytes, content_type: str = "application/json") -> Any:
         return None
     if content_type.startswith("application/vnd.kubernetes.protobuf"):
         return decode_k8s_protobuf(body)
-    if content_type.startswith("application/apply-patch+yaml"):
-        try:
-            return yaml.safe_load(body)
-        except yaml.YAMLError as e:
-            raise BadRequest(f"error decoding YAML: {e}")
     try:
         return msgspec.json.decode(body)
     except msgspec.DecodeError as e:
@@ -327,9 +322,7 @@ class Dispatcher:
         if info.verb == "update":
             return 200, core.update(rt, ns, info.name, _body(req), dry_run=dry)
         if info.verb == "patch" and req.content_type.startswith("application/apply-patch"):
-            manager = q.get("fieldManager", "")
-            created, obj = core.apply(rt, ns, info.name, _body(req), manager=manager, dry_run=dry)
-            return (201 if created else 200), obj
+            raise unsupported_patch_type(strategic_ok=rt.builtin)  # before the body, as upstream
         if info.verb == "patch":
             return 200, core.patch(rt, ns, info.name, req.content_type, _body(req), dry_run=dry)
         if info.verb == "delete":

@@ -15,7 +15,13 @@ from typing import Any
 
 from simcluster.errors import BadRequest, Invalid, UnsupportedMediaType
 
-__all__ = ["apply_patch", "json_patch", "merge_patch", "strategic_merge_patch"]
+__all__ = [
+    "apply_patch",
+    "json_patch",
+    "merge_patch",
+    "strategic_merge_patch",
+    "unsupported_patch_type",
+]
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -248,7 +254,16 @@ def apply_patch(content_type: str, target: dict[str, Any], body: Any, *, strateg
         return json_patch(target, body)
     if ctype == STRATEGIC and strategic_ok:
         return strategic_merge_patch(target, body)
-    raise UnsupportedMediaType(
+    raise unsupported_patch_type(strategic_ok=strategic_ok)
+
+
+def unsupported_patch_type(*, strategic_ok: bool) -> UnsupportedMediaType:
+    """Upstream's 415 for a patch type the resource does not accept (``patchTypes`` of the
+    patch handler), naming the ones it does. Server-side apply
+    (``application/apply-patch+yaml``) gets it too: simcluster does not implement field
+    ownership, and a loud refusal — kubectl prints "server-side apply not available on the
+    server" — is better than a merge that looks like apply and is not."""
+    return UnsupportedMediaType(
         f"the body of the request was in an unknown format - accepted media types include: "
         f"{JSON_PATCH}, {MERGE}" + (f", {STRATEGIC}" if strategic_ok else "")
     )
