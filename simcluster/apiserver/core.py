@@ -200,8 +200,26 @@ class ApiCore:
         strategy.after_create(rt, obj)
         return obj
 
-    def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+    def get(
+        self, rt: ResourceType, namespace: str, name: str, resource_version: str | None = None
+    ) -> Obj:
+        """The object as it is now, which is not older than any ``resource_version`` the
+        store has reached (a newer one is upstream's too-large answer)."""
+        self.reached(resource_version)
         return self.lookup(rt, namespace, name)
+
+    def reached(self, resource_version: str | None) -> int | None:
+        """A read's resourceVersion as a revision (None for unset or "0": any), refused
+        when the store has not reached it yet."""
+        if resource_version in (None, "", "0"):
+            return None
+        try:
+            asked = int(resource_version)
+        except ValueError:
+            raise BadRequest(f"invalid resource version {resource_version!r}")
+        if asked > self.store.rv:
+            raise too_large(asked, self.store.rv)
+        return asked
 
     def list(self, rt: ResourceType, namespace: str | None, opts: ListOptions) -> Obj:
         """The list at one revision: the latest, or the one a continue token or an Exact
@@ -246,16 +264,13 @@ class ApiCore:
         is a revision for ``Exact``, and for a paginated list without a match (upstream's
         legacy rule), else only a lower bound the latest state meets."""
         if opts.continue_token:
+            if opts.resource_version not in (None, "", "0"):
+                raise BadRequest("specifying resource version is not allowed when using continue")
             rv, start = _decode_continue(opts.continue_token)
             return (None if rv == -1 else rv), start
-        if opts.resource_version in (None, "", "0"):
+        asked = self.reached(opts.resource_version)
+        if asked is None:
             return None, ""
-        try:
-            asked = int(opts.resource_version)
-        except ValueError:
-            raise BadRequest(f"invalid resource version {opts.resource_version!r}")
-        if asked > self.store.rv:
-            raise too_large(asked, self.store.rv)
         match = opts.resource_version_match
         exact = match == EXACT or (not match and opts.limit > 0)
         return (asked if exact else None), ""

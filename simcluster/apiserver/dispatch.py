@@ -300,7 +300,7 @@ class Dispatcher:
         if info.subresource:
             return self._subresource(rt, req)
         if info.verb == "get":
-            return 200, core.get(rt, ns, info.name)
+            return 200, core.get(rt, ns, info.name, q.get("resourceVersion"))
         if info.verb == "list":
             validate_list_options(q, watch=False)
             return 200, core.list(rt, info.namespace, self._opts(q))

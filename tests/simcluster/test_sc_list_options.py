@@ -103,6 +103,21 @@ def test_a_future_resource_version_is_too_large(http: httpx.Client, cms: str) ->
             {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
         ]
         assert status["details"]["retryAfterSeconds"] == 1
+    r = http.get(f"{cms}/absent", params={"resourceVersion": str(current + 100)})
+    assert (r.status_code, r.json()["details"]["causes"][0]["reason"]) == (
+        504,
+        "ResourceVersionTooLarge",
+    )  # a get too, before looking the object up
+
+
+def test_continue_with_a_resource_version_is_400(http: httpx.Client, cms: str) -> None:
+    for name in ("a", "b"):
+        _create(http, cms, name)
+    first = http.get(cms, params={"limit": "1"}).json()["metadata"]
+    query = {"continue": first["continue"], "resourceVersion": first["resourceVersion"]}
+    r = http.get(cms, params=query)
+    assert r.status_code == 400
+    assert r.json()["message"] == "specifying resource version is not allowed when using continue"
 
 
 @pytest.mark.parametrize(
