@@ -1,5 +1,5 @@
-"""The verbs of the API server — create, get, list, update, patch, delete, deletecollection,
-watch — with the real server's semantics, independent of HTTP.
+"""The verbs of the API server — create, get, list, update, patch, apply, delete,
+deletecollection, watch — with the real server's semantics, independent of HTTP.
 
 Both the HTTP front end and in-process clients (the simulated kubelets) call these methods, so
 every client sees the same uid/generateName/resourceVersion/optimistic-concurrency/graceful
@@ -7,12 +7,13 @@ deletion behaviour. Kind-specific rules (pod defaults, binding, quotas, namespac
 in one strategy object per kind (``kinds``, chosen by the table in ``strategies``), called
 at the hooks ``strategy.Strategy`` defines; this module holds what is common to every kind
 and never names one. Strategies and the garbage collector write back through the narrow
-``writer.Writer`` this class implements, so none of them imports this module.
+``writer.Writer`` this class implements, so none of them imports this module. The rules of
+one concern each live beside it: list/watch options and continue tokens (``listoptions``),
+DeleteOptions (``deleteoptions``), server-side apply's field ownership (``apply``).
 """
 
 from __future__ import annotations
 
-import base64
 import builtins
 import datetime as dt
 from collections.abc import Mapping
@@ -21,9 +22,17 @@ from typing import Any
 
 import msgspec
 
+from simcluster.apiserver import apply
 from simcluster.apiserver.auth import Authenticator
+from simcluster.apiserver.deleteoptions import check_delete_options, requested_grace
 from simcluster.apiserver.gc import GarbageCollector, deletion_finalizers
-from simcluster.apiserver.listoptions import EXACT, too_large
+from simcluster.apiserver.listoptions import (
+    EXACT,
+    INCONSISTENT_CONTINUE,
+    decode_continue,
+    encode_continue,
+    too_large,
+)
 from simcluster.apiserver.meta import IdSource, now, rfc3339
 from simcluster.apiserver.patch import apply_patch
 from simcluster.apiserver.resources import Registry, ResourceType
@@ -39,7 +48,6 @@ from simcluster.errors import (
     Conflict,
     Expired,
     Forbidden,
-    Invalid,
     MethodNotAllowed,
     NotFound,
 )
@@ -186,8 +194,18 @@ class ApiCore:
             obj.pop("status", None)
 
     # --- verbs -------------------------------------------------------------------------
-    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
+    def create(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        managed: builtins.list[Obj] | None = None,
+    ) -> Obj:
         obj = self._check_body(rt, namespace, body)
+        if managed:
+            obj["metadata"]["managedFields"] = managed
         check_decodable(rt.key, rt.kind, rt.version, obj)
         strategy = self.strategies.for_key(rt.key)
         self._admit_new(rt, strategy, namespace, obj["metadata"])
@@ -237,7 +255,7 @@ class ApiCore:
         except Expired:
             if not opts.continue_token:
                 raise
-            raise Expired(_INCONSISTENT_CONTINUE, continue_token=_encode_continue(-1, start))
+            raise Expired(INCONSISTENT_CONTINUE, continue_token=encode_continue(-1, start))
         items = [
             o for o in source if labels.matches(o["metadata"].get("labels")) and fields.matches(o)
         ]
@@ -249,7 +267,7 @@ class ApiCore:
         if opts.limit and len(items) > opts.limit:
             rest = len(items) - opts.limit
             items = items[: opts.limit]
-            meta["continue"] = _encode_continue(list_rv, _sort_key(items[-1]))
+            meta["continue"] = encode_continue(list_rv, _sort_key(items[-1]))
             meta["remainingItemCount"] = rest
         return {
             "kind": f"{rt.kind}List",
@@ -266,7 +284,7 @@ class ApiCore:
         if opts.continue_token:
             if opts.resource_version not in (None, "", "0"):
                 raise BadRequest("specifying resource version is not allowed when using continue")
-            rv, start = _decode_continue(opts.continue_token)
+            rv, start = decode_continue(opts.continue_token)
             return (None if rv == -1 else rv), start
         asked = self.reached(opts.resource_version)
         if asked is None:
@@ -284,6 +302,7 @@ class ApiCore:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
     ) -> Obj:
         new = self._check_body(rt, namespace, body)
         if new["metadata"].get("name") != name:
@@ -294,14 +313,24 @@ class ApiCore:
         want_rv = new["metadata"].get("resourceVersion")
         if want_rv and want_rv != old["metadata"]["resourceVersion"]:
             raise Conflict.for_object(rt.plural, rt.group, name, STALE)
-        return self._update(rt, old, new, subresource=subresource, dry_run=dry_run)
+        return self._update(rt, old, new, subresource=subresource, dry_run=dry_run, manager=manager)
 
     def _update(
-        self, rt: ResourceType, old: Obj, new: Obj, *, subresource: str, dry_run: bool
+        self,
+        rt: ResourceType,
+        old: Obj,
+        new: Obj,
+        *,
+        subresource: str,
+        dry_run: bool,
+        manager: str = "",
+        managed: builtins.list[Obj] | None = None,
     ) -> Obj:
         if not subresource:  # a status write keeps the stored spec, decoded long ago
             check_decodable(rt.key, rt.kind, rt.version, new)
         merged = self._merge_update(rt, old, new, subresource)
+        if not subresource:
+            apply.record_update(rt.has_status, rt.api_version, old, merged, manager, managed)
         strategy = self.strategies.for_key(rt.key)
         strategy.prepare_update(rt, merged, old, subresource)
         strategy.validate_update(rt, merged, old, subresource)
@@ -334,6 +363,7 @@ class ApiCore:
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
             "generation",
+            "managedFields",  # the server's record (``_own``), not the client's
         ):
             if k in old_meta:
                 meta[k] = old_meta[k]
@@ -360,6 +390,7 @@ class ApiCore:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
     ) -> Obj:
         old = self.lookup(rt, namespace, name)
         patched = apply_patch(content_type, _copy(old), body, strategic_ok=rt.builtin)
@@ -370,7 +401,29 @@ class ApiCore:
             raise Conflict.for_object(rt.plural, rt.group, name, STALE)
         patched.setdefault("metadata", {})["name"] = name
         new = self._check_body(rt, namespace, patched)
-        return self._update(rt, old, new, subresource=subresource, dry_run=dry_run)
+        return self._update(rt, old, new, subresource=subresource, dry_run=dry_run, manager=manager)
+
+    def apply(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        manager: str,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> tuple[bool, Obj]:
+        """Server-side apply (``apply``): create with the manager owning what it applied,
+        or merge into the live object after the conflict check. Returns (created?, object)."""
+        config, fields = apply.prepare(rt, name, body, manager)
+        live = self.store.get(rt.key, namespace if rt.namespaced else "", name)
+        if live is None:
+            owned = apply.for_create(manager, fields, rt.api_version)
+            return True, self.create(rt, namespace, config, dry_run=dry_run, managed=owned)
+        merged, managed = apply.merge_into(rt, live, config, fields, manager, force=force)
+        new = self._check_body(rt, namespace, merged)
+        return False, self._update(rt, live, new, subresource="", dry_run=dry_run, managed=managed)
 
     def delete(self, rt: ResourceType, namespace: str, name: str, options: Obj | None) -> Obj:
         options = options or {}
@@ -392,11 +445,11 @@ class ApiCore:
                 f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
                 f"ResourceVersion in object meta: {meta['resourceVersion']}",
             )
-        _check_delete_options(options)
+        check_delete_options(options)
         if options.get("dryRun"):
             return obj
         strategy = self.strategies.for_key(rt.key)
-        grace = strategy.grace_period(rt, obj, _requested_grace(options))
+        grace = strategy.grace_period(rt, obj, requested_grace(options))
         finalizers = deletion_finalizers(list(meta.get("finalizers") or []), options)
         if grace == 0 and not finalizers:
             if strategy.graceful_delete and not meta.get("deletionTimestamp"):
@@ -501,45 +554,6 @@ class ApiCore:
             )
 
 
-_PROPAGATION = ("Foreground", "Background", "Orphan", "nil")
-
-
-def _check_delete_options(options: Obj) -> None:
-    """Upstream's ``ValidateDeleteOptions``: a known propagationPolicy, not together with
-    orphanDependents (422 on the DeleteOptions kind)."""
-    policy = options.get("propagationPolicy")
-    causes = []
-    if policy is not None and policy not in _PROPAGATION[:3]:
-        shown = ", ".join(f'"{p}"' for p in _PROPAGATION)
-        message = f'Unsupported value: "{policy}": supported values: {shown}'
-        causes.append(("FieldValueNotSupported", "propagationPolicy", message))
-    if policy is not None and options.get("orphanDependents") is not None:
-        message = f'Invalid value: "{policy}": orphanDependents and deletionPropagation cannot be both set'  # noqa: E501
-        causes.append(("FieldValueInvalid", "propagationPolicy", message))
-    if causes:
-        raise Invalid.for_object("DeleteOptions", "meta.k8s.io", "", causes)
-
-
-_INCONSISTENT_CONTINUE = (
-    "The provided continue parameter is too old to display a consistent list result. "
-    "You can start a new list without the continue parameter, or use the continue token in "
-    "this response to retrieve the remainder of the results. Continuing with the provided "
-    "token results in an inconsistent list - objects that were created, modified, or deleted "
-    "between the time the first chunk was returned and now may show up in the list."
-)
-
-
-def _requested_grace(options: Obj) -> int | None:
-    """The grace period asked for; a negative one is 1 s on the delete path (upstream's
-    ``BeforeDelete``)."""
-    requested = options.get("gracePeriodSeconds")
-    if requested is None:
-        return None
-    if not isinstance(requested, int) or isinstance(requested, bool):
-        raise BadRequest(f"gracePeriodSeconds must be an integer, not {requested!r}")
-    return 1 if requested < 0 else requested
-
-
 def _sort_key(o: Obj) -> str:
     m = o["metadata"]
     return f"{m.get('namespace', '')}/{m['name']}"
@@ -551,18 +565,3 @@ def _spec(o: Obj) -> Obj:
 
 def _same(a: Obj, b: Obj) -> bool:
     return a == b
-
-
-def _encode_continue(rv: int, start: str) -> str:
-    raw = msgspec.json.encode({"v": "meta.k8s.io/v1", "rv": rv, "start": start})
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def _decode_continue(token: str) -> tuple[int, str]:
-    try:
-        data = msgspec.json.decode(base64.urlsafe_b64decode(token.encode()))
-        return int(data["rv"]), str(data["start"])
-    except (ValueError, KeyError, TypeError, msgspec.DecodeError):
-        raise BadRequest(
-            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"  # noqa: E501
-        )

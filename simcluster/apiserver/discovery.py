@@ -109,7 +109,8 @@ def _patch_op(rt: ResourceType) -> Obj:
     types = [
         "application/json-patch+json",
         "application/merge-patch+json",
-    ]  # no application/apply-patch+yaml: server-side apply is refused (patch.py)
+        "application/apply-patch+yaml",
+    ]
     if rt.builtin:
         types.append("application/strategic-merge-patch+json")
     return {

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+import yaml
 
 from simcluster.apiserver.auth import User
 from simcluster.apiserver.core import ApiCore, ListOptions
@@ -23,7 +24,6 @@ from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import FlowControl, default_flow_control
 from simcluster.apiserver.listoptions import validate_list_options
 from simcluster.apiserver.metrics import ApiMetrics
-from simcluster.apiserver.patch import unsupported_patch_type
 from simcluster.apiserver.protobuf import decode_k8s_protobuf
 from simcluster.apiserver.resources import ResourceType
 from simcluster.apiserver.store import Event, Renderer, Watcher, default_render, line
@@ -128,6 +128,11 @@ def _decode(body: bytes, content_type: str = "application/json") -> Any:
         return None
     if content_type.startswith("application/vnd.kubernetes.protobuf"):
         return decode_k8s_protobuf(body)
+    if content_type.startswith("application/apply-patch+yaml"):
+        try:
+            return yaml.safe_load(body)
+        except yaml.YAMLError as e:
+            raise BadRequest(f"error decoding YAML: {e}")
     try:
         return msgspec.json.decode(body)
     except msgspec.DecodeError as e:
@@ -319,12 +324,20 @@ class Dispatcher:
                 )
             obj = core.create(rt, ns, _body(req), dry_run=dry)
             return 201, obj
+        manager = q.get("fieldManager") or req.user.name  # upstream: the User-Agent's program
         if info.verb == "update":
-            return 200, core.update(rt, ns, info.name, _body(req), dry_run=dry)
+            return 200, core.update(rt, ns, info.name, _body(req), dry_run=dry, manager=manager)
         if info.verb == "patch" and req.content_type.startswith("application/apply-patch"):
-            raise unsupported_patch_type(strategic_ok=rt.builtin)  # before the body, as upstream
+            created, obj = core.apply(
+                rt, ns, info.name, _body(req), manager=q.get("fieldManager", ""),
+                force=query_bool(q, "force"), dry_run=dry,
+            )  # fmt: skip
+            return (201 if created else 200), obj
         if info.verb == "patch":
-            return 200, core.patch(rt, ns, info.name, req.content_type, _body(req), dry_run=dry)
+            body = _body(req)
+            return 200, core.patch(
+                rt, ns, info.name, req.content_type, body, dry_run=dry, manager=manager
+            )
         if info.verb == "delete":
             options = _delete_options(_body(req), q)
             if dry:

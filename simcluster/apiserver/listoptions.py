@@ -15,12 +15,23 @@ cause and Retry-After 1, which client-go's reflector retries).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 
-from simcluster.apiserver.validation.fields import Cause, forbidden, not_supported
-from simcluster.errors import Invalid, Timeout
+import msgspec
 
-__all__ = ["EXACT", "NOT_OLDER_THAN", "too_large", "validate_list_options"]
+from simcluster.apiserver.validation.fields import Cause, forbidden, not_supported
+from simcluster.errors import BadRequest, Invalid, Timeout
+
+__all__ = [
+    "EXACT",
+    "INCONSISTENT_CONTINUE",
+    "NOT_OLDER_THAN",
+    "decode_continue",
+    "encode_continue",
+    "too_large",
+    "validate_list_options",
+]
 
 EXACT = "Exact"
 NOT_OLDER_THAN = "NotOlderThan"
@@ -100,3 +111,29 @@ def too_large(asked: int, current: int) -> Timeout:
         },
         retry_after=1,
     )
+
+
+INCONSISTENT_CONTINUE = (
+    "The provided continue parameter is too old to display a consistent list result. "
+    "You can start a new list without the continue parameter, or use the continue token in "
+    "this response to retrieve the remainder of the results. Continuing with the provided "
+    "token results in an inconsistent list - objects that were created, modified, or deleted "
+    "between the time the first chunk was returned and now may show up in the list."
+)
+
+
+#: Continue tokens as upstream encodes them: base64 of {"v": "meta.k8s.io/v1", "rv": the
+#: list's revision (-1: the latest), "start": the key to go on after}.
+def encode_continue(rv: int, start: str) -> str:
+    raw = msgspec.json.encode({"v": "meta.k8s.io/v1", "rv": rv, "start": start})
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def decode_continue(token: str) -> tuple[int, str]:
+    try:
+        data = msgspec.json.decode(base64.urlsafe_b64decode(token.encode()))
+        return int(data["rv"]), str(data["start"])
+    except (ValueError, KeyError, TypeError, msgspec.DecodeError):
+        raise BadRequest(
+            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"  # noqa: E501
+        )

@@ -18,6 +18,7 @@ from simcluster.errors import BadRequest, Invalid, UnsupportedMediaType
 __all__ = [
     "apply_patch",
     "json_patch",
+    "merge_key_for",
     "merge_patch",
     "strategic_merge_patch",
     "unsupported_patch_type",
@@ -159,7 +160,8 @@ def json_patch(target: Any, ops: Any) -> Any:
     return doc
 
 
-def _merge_key_for(field: str, items: list[Any]) -> str | None:
+def merge_key_for(field: str, items: list[Any]) -> str | None:
+    """The merge key of list ``field`` (None: the list is atomic)."""
     if field == "ports":
         sample = next((i for i in items if isinstance(i, dict)), {})
         return "containerPort" if "containerPort" in sample else "port"
@@ -173,7 +175,7 @@ def _smp_list(
         out = list(original)
         out.extend(v for v in patch if v not in out)
         return out
-    key = _merge_key_for(field, original + patch)
+    key = merge_key_for(field, original + patch)
     if key is None:
         return [strategic_merge_patch(None, p) if isinstance(p, dict) else p for p in patch]
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
@@ -259,10 +261,7 @@ def apply_patch(content_type: str, target: dict[str, Any], body: Any, *, strateg
 
 def unsupported_patch_type(*, strategic_ok: bool) -> UnsupportedMediaType:
     """Upstream's 415 for a patch type the resource does not accept (``patchTypes`` of the
-    patch handler), naming the ones it does. Server-side apply
-    (``application/apply-patch+yaml``) gets it too: simcluster does not implement field
-    ownership, and a loud refusal — kubectl prints "server-side apply not available on the
-    server" — is better than a merge that looks like apply and is not."""
+    patch handler), naming the ones it does."""
     return UnsupportedMediaType(
         f"the body of the request was in an unknown format - accepted media types include: "
         f"{JSON_PATCH}, {MERGE}" + (f", {STRATEGIC}" if strategic_ok else "")

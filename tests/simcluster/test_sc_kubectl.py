@@ -352,19 +352,6 @@ def test_operator_manifests_apply_twice(kubectl: Kubectl) -> None:
     assert "sandman:controller" in kubectl.run("get", "clusterroles").stdout
 
 
-def test_server_side_apply_is_refused_loudly(kubectl: Kubectl) -> None:
-    """No field ownership is modelled, so apply is refused as upstream refuses a patch type a
-    resource does not take (415): kubectl fails, naming it, rather than merging silently."""
-    refused = kubectl.run("apply", "--server-side", "-f", "-", stdin=MANIFEST, check=False)
-    assert refused.returncode != 0
-    assert "Server-side apply not available on the server" in refused.stderr
-    assert "accepted media types include: application/json-patch+json" in refused.stderr
-    kubectl.run("apply", "-f", "-", stdin=MANIFEST)  # client-side apply still works
-    again = kubectl.run("apply", "--server-side", "-f", "-", stdin=MANIFEST, check=False)
-    assert again.returncode != 0  # an existing object is refused too, and left as it was
-    assert kubectl.json("-n", "demo", "get", "cm", "cm1")["data"] == {"a": "1"}
-
-
 def requests_served(http: httpx.Client, **labels: str) -> float:
     """The sum of simcluster's ``apiserver_request_total`` samples matching ``labels``, read
     from its /metrics endpoint."""
