@@ -12,6 +12,7 @@ reads to decide to validate server-side), and carry upstream's schemas of the ki
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from simcluster.apiserver.openapi import OpenApiSchemas
@@ -90,9 +91,10 @@ def _gv_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
 
 
-def openapi_schemas() -> OpenApiSchemas:
-    """The upstream schemas of the release this server reports (``KUBE_VERSION``)."""
-    return OpenApiSchemas(".".join(KUBE_VERSION))
+def openapi_schemas(crds: Callable[[], Iterable[Obj]] = tuple) -> OpenApiSchemas:
+    """The upstream schemas of the release this server reports (``KUBE_VERSION``), and the
+    schemas of the CRDs ``crds`` returns."""
+    return OpenApiSchemas(".".join(KUBE_VERSION), crds)
 
 
 def openapi_root(reg: Registry, schemas: OpenApiSchemas) -> Obj:

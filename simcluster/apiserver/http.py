@@ -127,7 +127,10 @@ class ApiServer:
         self.url = ""
         self.address = ""
         self.certs = ServingCerts.generate() if self.settings.tls else None
-        self.openapi = discovery.openapi_schemas()  # loaded on the first /openapi/v3/<gv>
+        # upstream's schemas, loaded on the first /openapi/v3/<gv>, and the stored CRDs'
+        self.openapi = discovery.openapi_schemas(
+            lambda: self.store.iter("apiextensions.k8s.io/customresourcedefinitions")
+        )
         self._bootstrap()
 
     def _bootstrap(self) -> None:

@@ -14,16 +14,21 @@ written as ``["string", "null"]`` (the type alone), a ``$ref`` with sibling keyw
 (``allOf: [{$ref}]`` with the siblings, as upstream writes a field's description), and the
 ``enum`` it adds to every kind's ``apiVersion`` and ``kind``.
 
+Custom resources get their CRD's ``openAPIV3Schema`` for the version, named and marked as
+upstream's apiextensions server publishes them (``<reversed group>.<version>.<Kind>``, its
+``x-kubernetes-group-version-kind``, ``metadata`` referring to ObjectMeta); the CRDs are read
+from the store at each request, so an updated schema is served at once.
+
 The official ``kubernetes`` client's models were the other candidate: they carry field
 names and Python types, not the API's descriptions, formats or list-map keys, so
-``explain`` would print empty fields. Kinds without upstream definitions (custom resources)
-get no schema.
+``explain`` would print empty fields.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +40,7 @@ __all__ = ["OpenApiSchemas"]
 
 Obj = dict[str, Any]
 _DEFS, _COMPONENTS = "#/$defs/", "#/components/schemas/"
+_OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
 
 def _definitions_file(release: str) -> Path | None:
@@ -100,8 +106,9 @@ class OpenApiSchemas:
     """The definitions of one Kubernetes release, loaded on first use; per group-version,
     the schemas of its served kinds and everything they reference."""
 
-    def __init__(self, release: str) -> None:
+    def __init__(self, release: str, crds: Callable[[], Iterable[Obj]] = tuple) -> None:
         self.release = release
+        self.crds = crds  # the CustomResourceDefinitions stored now
         self._defs: dict[str, Obj] | None = None
         self._built: dict[tuple[str, ...], Obj] = {}
 
@@ -114,14 +121,46 @@ class OpenApiSchemas:
 
     def components(self, rts: list[ResourceType]) -> Obj:
         """``components.schemas`` for the kinds of one group-version."""
-        key = tuple(sorted(f"{rt.group}/{rt.version}/{rt.kind}" for rt in rts))
+        builtin = [rt for rt in rts if rt.builtin]
+        key = tuple(sorted(f"{rt.group}/{rt.version}/{rt.kind}" for rt in builtin))
         if key not in self._built:
-            self._built[key] = self._build({(rt.group, rt.version, rt.kind) for rt in rts})
-        return self._built[key]
+            self._built[key] = self._build({(rt.group, rt.version, rt.kind) for rt in builtin})
+        custom = [rt for rt in rts if not rt.builtin]
+        if not custom:
+            return self._built[key]
+        return {**self._built[key], **self._custom(custom)}
 
-    def _build(self, kinds: set[tuple[str, str, str]]) -> Obj:
+    def _crd_versions(self, rts: list[ResourceType]) -> Iterable[tuple[ResourceType, Obj, Obj]]:
+        """(type, its CRD, the CRD's entry for the type's version)."""
+        by_name = {(c.get("metadata") or {}).get("name"): c for c in self.crds()}
+        for rt in rts:
+            crd = by_name.get(f"{rt.plural}.{rt.group}")
+            for ver in ((crd or {}).get("spec") or {}).get("versions") or []:
+                if ver.get("name") == rt.version:
+                    yield rt, crd or {}, ver
+
+    def _custom(self, rts: list[ResourceType]) -> Obj:
+        out: Obj = {}
+        for rt, _, ver in self._crd_versions(rts):
+            schema = ((ver.get("schema") or {}).get("openAPIV3Schema")) or {"type": "object"}
+            schema = dict(schema)
+            properties = dict(schema.get("properties") or {})
+            properties.setdefault("apiVersion", {"type": "string"})
+            properties.setdefault("kind", {"type": "string"})
+            properties["metadata"] = {"allOf": [{"$ref": _COMPONENTS + _OBJECT_META}]}
+            schema["properties"] = properties
+            gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+            schema["x-kubernetes-group-version-kind"] = [gvk]
+            group = ".".join(reversed(rt.group.split(".")))
+            out[f"{group}.{rt.version}.{rt.kind}"] = schema
+        if out:
+            out.update(self._build(set(), roots=[_OBJECT_META]))
+        return out
+
+    def _build(self, kinds: set[tuple[str, str, str]], roots: Iterable[str] = ()) -> Obj:
         defs = self._definitions()
         todo = [name for name, schema in defs.items() if _served_gvk(schema, kinds)]
+        todo.extend(roots)
         chosen: set[str] = set()
         while todo:
             name = todo.pop()
@@ -137,5 +176,10 @@ class OpenApiSchemas:
         """The document's hash for ``serverRelativeURL``: kubectl caches a document by it,
         so it changes with the kinds served (a CRD's) and the release."""
         served = sorted(f"{rt.group}/{rt.version}/{rt.plural}/{rt.kind}" for rt in rts)
-        text = "\n".join([self.release, *served])
+        custom = [rt for rt in rts if not rt.builtin]
+        schemas = sorted(
+            str((crd.get("metadata") or {}).get("resourceVersion"))
+            for _, crd, _ in self._crd_versions(custom)
+        )
+        text = "\n".join([self.release, *served, *schemas])
         return hashlib.sha256(text.encode()).hexdigest()[:32].upper()

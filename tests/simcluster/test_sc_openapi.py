@@ -32,3 +32,36 @@ def test_documents_are_openapi_3_with_the_served_kinds(cluster: EmbeddedCluster)
     assert "enum" not in pod["properties"]["apiVersion"]
     assert "io.k8s.api.apps.v1.Deployment" not in schemas  # apps/v1 has its own document
     assert "#/$defs/" not in str(core)
+
+
+CRD = """
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            description: What the widget should be.
+            properties:
+              size: {type: integer, description: How large the widget is.}
+"""
+
+
+def test_kubectl_explain_reads_a_crds_schema(kubectl: Kubectl) -> None:
+    kubectl.run("apply", "-f", "-", stdin=CRD)
+    out = kubectl.run("explain", "widgets.spec").stdout
+    assert "GROUP:      example.com" in out and "KIND:       Widget" in out
+    assert "What the widget should be." in out
+    assert "  size\t<integer>" in out and "How large the widget is." in out
+    assert "FIELD: metadata <ObjectMeta>" in kubectl.run("explain", "widgets.metadata").stdout
