@@ -161,10 +161,22 @@ class Gone(ApiError):
 
 
 class Expired(ApiError):
-    """410 with reason Expired: a resourceVersion or continue token is too old."""
+    """410 with reason Expired: a resourceVersion or continue token is too old; with
+    ``continue_token``, the Status carries it in ``metadata.continue`` (upstream's hint to
+    go on from the latest state)."""
 
     code = 410
     reason = "Expired"
+
+    def __init__(self, message: str, *, continue_token: str | None = None) -> None:
+        super().__init__(message)
+        self.continue_token = continue_token
+
+    def to_status(self) -> dict[str, Any]:
+        status = super().to_status()
+        if self.continue_token:
+            status["metadata"] = {"continue": self.continue_token}
+        return status
 
 
 class RequestEntityTooLarge(ApiError):

@@ -1,5 +1,5 @@
-"""The verbs of the API server — create, get, list, update, patch, delete, deletecollection,
-watch — with the real server's semantics, independent of HTTP.
+"""The verbs of the API server — create, get, list, update, patch, apply, delete,
+deletecollection, watch — with the real server's semantics, independent of HTTP.
 
 Both the HTTP front end and in-process clients (the simulated kubelets) call these methods, so
 every client sees the same uid/generateName/resourceVersion/optimistic-concurrency/graceful
@@ -7,12 +7,14 @@ deletion behaviour. Kind-specific rules (pod defaults, binding, quotas, namespac
 in one strategy object per kind (``kinds``, chosen by the table in ``strategies``), called
 at the hooks ``strategy.Strategy`` defines; this module holds what is common to every kind
 and never names one. Strategies and the garbage collector write back through the narrow
-``writer.Writer`` this class implements, so none of them imports this module.
+``writer.Writer`` this class implements, so none of them imports this module. The rules of
+one concern each live beside it: list/watch options and continue tokens (``listoptions``),
+DeleteOptions (``deleteoptions``), server-side apply's field ownership (``apply``).
 """
 
 from __future__ import annotations
 
-import base64
+import builtins
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,10 +22,19 @@ from typing import Any
 
 import msgspec
 
+from simcluster.apiserver import apply
 from simcluster.apiserver.auth import Authenticator
-from simcluster.apiserver.gc import GarbageCollector
+from simcluster.apiserver.deleteoptions import check_delete_options, requested_grace
+from simcluster.apiserver.gc import GarbageCollector, deletion_finalizers
+from simcluster.apiserver.listoptions import (
+    EXACT,
+    INCONSISTENT_CONTINUE,
+    decode_continue,
+    encode_continue,
+    too_large,
+)
 from simcluster.apiserver.meta import IdSource, now, rfc3339
-from simcluster.apiserver.patch import apply_patch, merge_patch, strategic_merge_patch
+from simcluster.apiserver.patch import apply_patch
 from simcluster.apiserver.resources import Registry, ResourceType
 from simcluster.apiserver.selectors import FieldSelector, LabelSelector
 from simcluster.apiserver.store import Event, Renderer, Store, Watcher, default_render
@@ -37,7 +48,6 @@ from simcluster.errors import (
     Conflict,
     Expired,
     Forbidden,
-    Invalid,
     MethodNotAllowed,
     NotFound,
 )
@@ -54,6 +64,7 @@ class ListOptions:
     limit: int = 0
     continue_token: str | None = None
     resource_version: str | None = None
+    resource_version_match: str | None = None
 
 
 def _copy(obj: Obj) -> Obj:
@@ -183,8 +194,18 @@ class ApiCore:
             obj.pop("status", None)
 
     # --- verbs -------------------------------------------------------------------------
-    def create(self, rt: ResourceType, namespace: str, body: Any, *, dry_run: bool = False) -> Obj:
+    def create(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        body: Any,
+        *,
+        dry_run: bool = False,
+        managed: builtins.list[Obj] | None = None,
+    ) -> Obj:
         obj = self._check_body(rt, namespace, body)
+        if managed:
+            obj["metadata"]["managedFields"] = managed
         check_decodable(rt.key, rt.kind, rt.version, obj)
         strategy = self.strategies.for_key(rt.key)
         self._admit_new(rt, strategy, namespace, obj["metadata"])
@@ -197,33 +218,56 @@ class ApiCore:
         strategy.after_create(rt, obj)
         return obj
 
-    def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+    def get(
+        self, rt: ResourceType, namespace: str, name: str, resource_version: str | None = None
+    ) -> Obj:
+        """The object as it is now, which is not older than any ``resource_version`` the
+        store has reached (a newer one is upstream's too-large answer)."""
+        self.reached(resource_version)
         return self.lookup(rt, namespace, name)
 
+    def reached(self, resource_version: str | None) -> int | None:
+        """A read's resourceVersion as a revision (None for unset or "0": any), refused
+        when the store has not reached it yet."""
+        if resource_version in (None, "", "0"):
+            return None
+        try:
+            asked = int(resource_version)
+        except ValueError:
+            raise BadRequest(f"invalid resource version {resource_version!r}")
+        if asked > self.store.rv:
+            raise too_large(asked, self.store.rv)
+        return asked
+
     def list(self, rt: ResourceType, namespace: str | None, opts: ListOptions) -> Obj:
+        """The list at one revision: the latest, or the one a continue token or an Exact
+        resourceVersion names (every page of a paginated list shows the first page's
+        revision, as etcd's MVCC reads do upstream)."""
         labels = LabelSelector.parse(opts.label_selector)
         fields = FieldSelector.parse(opts.field_selector, rt.field_selectors, rt.kind)
-        list_rv, start = self.store.rv, ""
-        if opts.continue_token:
-            list_rv, start = _decode_continue(opts.continue_token)
-            if list_rv < self.store.compacted:
-                raise Expired(
-                    "The provided continue parameter is too old to display a consistent list result. "  # noqa: E501
-                    "You can start a new list without the continue parameter."
-                )
+        at, start = self._list_revision(opts)
+        try:
+            source = (
+                self.store.iter(rt.key, namespace)
+                if at is None
+                else self.store.iter_at(rt.key, namespace, at)
+            )
+        except Expired:
+            if not opts.continue_token:
+                raise
+            raise Expired(INCONSISTENT_CONTINUE, continue_token=encode_continue(-1, start))
         items = [
-            o
-            for o in self.store.iter(rt.key, namespace)
-            if labels.matches(o["metadata"].get("labels")) and fields.matches(o)
+            o for o in source if labels.matches(o["metadata"].get("labels")) and fields.matches(o)
         ]
         items.sort(key=_sort_key)
         if start:
             items = [o for o in items if _sort_key(o) > start]
+        list_rv = self.store.rv if at is None else at
         meta: Obj = {"resourceVersion": str(list_rv)}
         if opts.limit and len(items) > opts.limit:
             rest = len(items) - opts.limit
             items = items[: opts.limit]
-            meta["continue"] = _encode_continue(list_rv, _sort_key(items[-1]))
+            meta["continue"] = encode_continue(list_rv, _sort_key(items[-1]))
             meta["remainingItemCount"] = rest
         return {
             "kind": f"{rt.kind}List",
@@ -231,6 +275,23 @@ class ApiCore:
             "metadata": meta,
             "items": items,
         }
+
+    def _list_revision(self, opts: ListOptions) -> tuple[int | None, str]:
+        """(revision to list at — None for the latest —, key to start after). A continue
+        token carries both (-1: the latest, upstream's token after a 410); a resourceVersion
+        is a revision for ``Exact``, and for a paginated list without a match (upstream's
+        legacy rule), else only a lower bound the latest state meets."""
+        if opts.continue_token:
+            if opts.resource_version not in (None, "", "0"):
+                raise BadRequest("specifying resource version is not allowed when using continue")
+            rv, start = decode_continue(opts.continue_token)
+            return (None if rv == -1 else rv), start
+        asked = self.reached(opts.resource_version)
+        if asked is None:
+            return None, ""
+        match = opts.resource_version_match
+        exact = match == EXACT or (not match and opts.limit > 0)
+        return (asked if exact else None), ""
 
     def update(
         self,
@@ -241,6 +302,7 @@ class ApiCore:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
     ) -> Obj:
         new = self._check_body(rt, namespace, body)
         if new["metadata"].get("name") != name:
@@ -251,14 +313,24 @@ class ApiCore:
         want_rv = new["metadata"].get("resourceVersion")
         if want_rv and want_rv != old["metadata"]["resourceVersion"]:
             raise Conflict.for_object(rt.plural, rt.group, name, STALE)
-        return self._update(rt, old, new, subresource=subresource, dry_run=dry_run)
+        return self._update(rt, old, new, subresource=subresource, dry_run=dry_run, manager=manager)
 
     def _update(
-        self, rt: ResourceType, old: Obj, new: Obj, *, subresource: str, dry_run: bool
+        self,
+        rt: ResourceType,
+        old: Obj,
+        new: Obj,
+        *,
+        subresource: str,
+        dry_run: bool,
+        manager: str = "",
+        managed: builtins.list[Obj] | None = None,
     ) -> Obj:
         if not subresource:  # a status write keeps the stored spec, decoded long ago
             check_decodable(rt.key, rt.kind, rt.version, new)
         merged = self._merge_update(rt, old, new, subresource)
+        if not subresource:
+            apply.record_update(rt.has_status, rt.api_version, old, merged, manager, managed)
         strategy = self.strategies.for_key(rt.key)
         strategy.prepare_update(rt, merged, old, subresource)
         strategy.validate_update(rt, merged, old, subresource)
@@ -291,6 +363,7 @@ class ApiCore:
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
             "generation",
+            "managedFields",  # the server's record (``_own``), not the client's
         ):
             if k in old_meta:
                 meta[k] = old_meta[k]
@@ -317,6 +390,7 @@ class ApiCore:
         *,
         subresource: str = "",
         dry_run: bool = False,
+        manager: str = "",
     ) -> Obj:
         old = self.lookup(rt, namespace, name)
         patched = apply_patch(content_type, _copy(old), body, strategic_ok=rt.builtin)
@@ -327,7 +401,7 @@ class ApiCore:
             raise Conflict.for_object(rt.plural, rt.group, name, STALE)
         patched.setdefault("metadata", {})["name"] = name
         new = self._check_body(rt, namespace, patched)
-        return self._update(rt, old, new, subresource=subresource, dry_run=dry_run)
+        return self._update(rt, old, new, subresource=subresource, dry_run=dry_run, manager=manager)
 
     def apply(
         self,
@@ -337,31 +411,19 @@ class ApiCore:
         body: Any,
         *,
         manager: str,
+        force: bool = False,
         dry_run: bool = False,
     ) -> tuple[bool, Obj]:
-        """Server-side apply, approximated: create if absent, else merge the applied
-        configuration in (lists of maps by their merge keys for built-in kinds, as SSA's
-        list-maps do). Not modelled: field ownership, conflicts between managers, removal of
-        fields a manager stops applying. Returns (created?, object)."""
-        if not manager:
-            field, msg = (
-                "metadata.managedFields.fieldManager",
-                "Required value: is required for apply patch",
-            )
-            raise Invalid.for_object(rt.kind, rt.group, name, [("FieldValueRequired", field, msg)])
-        if not isinstance(body, dict):
-            raise BadRequest("the applied configuration must be an object")
-        if (body.get("metadata") or {}).get("name", name) != name:
-            raise BadRequest("the name of the applied object does not match the name on the URL")
-        if self.store.get(rt.key, namespace if rt.namespaced else "", name) is None:
-            body.setdefault("metadata", {})["name"] = name
-            return True, self.create(rt, namespace, body, dry_run=dry_run)
-        old = self.lookup(rt, namespace, name)
-        merge = strategic_merge_patch if rt.builtin else merge_patch
-        patched = merge(_copy(old), body)
-        patched["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-        new = self._check_body(rt, namespace, patched)
-        return False, self._update(rt, old, new, subresource="", dry_run=dry_run)
+        """Server-side apply (``apply``): create with the manager owning what it applied,
+        or merge into the live object after the conflict check. Returns (created?, object)."""
+        config, fields = apply.prepare(rt, name, body, manager)
+        live = self.store.get(rt.key, namespace if rt.namespaced else "", name)
+        if live is None:
+            owned = apply.for_create(manager, fields, rt.api_version)
+            return True, self.create(rt, namespace, config, dry_run=dry_run, managed=owned)
+        merged, managed = apply.merge_into(rt, live, config, fields, manager, force=force)
+        new = self._check_body(rt, namespace, merged)
+        return False, self._update(rt, live, new, subresource="", dry_run=dry_run, managed=managed)
 
     def delete(self, rt: ResourceType, namespace: str, name: str, options: Obj | None) -> Obj:
         options = options or {}
@@ -383,34 +445,43 @@ class ApiCore:
                 f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
                 f"ResourceVersion in object meta: {meta['resourceVersion']}",
             )
-        _check_delete_options(options)
+        check_delete_options(options)
         if options.get("dryRun"):
             return obj
-        if options.get("propagationPolicy") == "Orphan" or options.get("orphanDependents") is True:
-            self.gc.orphan(meta["uid"])
         strategy = self.strategies.for_key(rt.key)
-        grace = strategy.grace_period(rt, obj, options.get("gracePeriodSeconds"))
-        if grace == 0 and not meta.get("finalizers"):
+        grace = strategy.grace_period(rt, obj, requested_grace(options))
+        finalizers = deletion_finalizers(list(meta.get("finalizers") or []), options)
+        if grace == 0 and not finalizers:
             if strategy.graceful_delete and not meta.get("deletionTimestamp"):
                 # upstream's graceful path at grace 0: the object is written with its
                 # deletionTimestamp (MODIFIED), then deleted (DELETED), and that is answered
-                obj = self._mark_deleting(rt, obj, 0)
+                obj = self._mark_deleting(rt, obj, 0, finalizers)
             return self._remove(rt, obj)
-        return self._mark_deleting(rt, obj, grace)
+        return self._mark_deleting(rt, obj, grace, finalizers)
 
-    def _mark_deleting(self, rt: ResourceType, obj: Obj, grace: int) -> Obj:
+    def _mark_deleting(
+        self, rt: ResourceType, obj: Obj, grace: int, finalizers: builtins.list[str]
+    ) -> Obj:
+        """Write ``obj`` as terminating: its deletionTimestamp (generation bumped when the
+        deletion starts, as upstream's ``BeforeDelete``/``markAsDeleting``), a shorter grace
+        period than it had, and the garbage collector's finalizers the DELETE asked for."""
         meta = obj["metadata"]
-        if (
-            meta.get("deletionTimestamp")
-            and int(meta.get("deletionGracePeriodSeconds") or 0) <= grace
-        ):
+        shorter = not meta.get("deletionTimestamp") or (
+            int(meta.get("deletionGracePeriodSeconds") or 0) > grace
+        )
+        if not shorter and finalizers == (meta.get("finalizers") or []):
             return obj  # already terminating with a shorter (or equal) grace period
         new = _copy(obj)
-        new["metadata"]["deletionTimestamp"] = rfc3339(now() + dt.timedelta(seconds=grace))
-        new["metadata"]["deletionGracePeriodSeconds"] = grace
-        if "generation" in new["metadata"] and not meta.get("deletionTimestamp"):
-            new["metadata"]["generation"] = int(new["metadata"]["generation"]) + 1
-        self.strategies.for_key(rt.key).prepare_delete(rt, new)
+        if finalizers:
+            new["metadata"]["finalizers"] = finalizers
+        else:
+            new["metadata"].pop("finalizers", None)
+        if shorter:
+            new["metadata"]["deletionTimestamp"] = rfc3339(now() + dt.timedelta(seconds=grace))
+            new["metadata"]["deletionGracePeriodSeconds"] = grace
+            if "generation" in new["metadata"] and not meta.get("deletionTimestamp"):
+                new["metadata"]["generation"] = int(new["metadata"]["generation"]) + 1
+            self.strategies.for_key(rt.key).prepare_delete(rt, new)
         return self.write(rt, new, obj)
 
     def create_subresource(
@@ -457,7 +528,7 @@ class ApiCore:
                 if w.matches(obj):
                     meta_rv = int(obj["metadata"]["resourceVersion"])
                     w.push(render("ADDED", Event(meta_rv, "ADDED", rt.key, "", obj, None)))
-            if send_initial_events:
+            if send_initial_events and bookmarks:  # etcd3's isInitialEventsEndBookmarkRequired
                 w.push(self.bookmark(rt, w, initial_events_end=True))
             self.store.subscribe(w, None)
             return w
@@ -483,25 +554,6 @@ class ApiCore:
             )
 
 
-_PROPAGATION = ("Foreground", "Background", "Orphan", "nil")
-
-
-def _check_delete_options(options: Obj) -> None:
-    """Upstream's ``ValidateDeleteOptions``: a known propagationPolicy, not together with
-    orphanDependents (422 on the DeleteOptions kind)."""
-    policy = options.get("propagationPolicy")
-    causes = []
-    if policy is not None and policy not in _PROPAGATION[:3]:
-        shown = ", ".join(f'"{p}"' for p in _PROPAGATION)
-        message = f'Unsupported value: "{policy}": supported values: {shown}'
-        causes.append(("FieldValueNotSupported", "propagationPolicy", message))
-    if policy is not None and options.get("orphanDependents") is not None:
-        message = f'Invalid value: "{policy}": orphanDependents and deletionPropagation cannot be both set'  # noqa: E501
-        causes.append(("FieldValueInvalid", "propagationPolicy", message))
-    if causes:
-        raise Invalid.for_object("DeleteOptions", "meta.k8s.io", "", causes)
-
-
 def _sort_key(o: Obj) -> str:
     m = o["metadata"]
     return f"{m.get('namespace', '')}/{m['name']}"
@@ -513,18 +565,3 @@ def _spec(o: Obj) -> Obj:
 
 def _same(a: Obj, b: Obj) -> bool:
     return a == b
-
-
-def _encode_continue(rv: int, start: str) -> str:
-    raw = msgspec.json.encode({"v": "meta.k8s.io/v1", "rv": rv, "start": start})
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def _decode_continue(token: str) -> tuple[int, str]:
-    try:
-        data = msgspec.json.decode(base64.urlsafe_b64decode(token.encode()))
-        return int(data["rv"]), str(data["start"])
-    except (ValueError, KeyError, TypeError, msgspec.DecodeError):
-        raise BadRequest(
-            "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"  # noqa: E501
-        )

@@ -3,16 +3,19 @@ server-side Table format — what kubectl, kr8s and the official client need to 
 resources.
 
 kubectl asks for aggregated discovery (apidiscovery.k8s.io/v2) and falls back to these legacy
-documents when the response's content type is plain JSON. The OpenAPI v3 documents only
-declare, per kind, that PATCH accepts ``fieldValidation`` and which patch types it takes: that
-is all kubectl reads to decide to validate server-side; schemas are not served.
+documents when the response's content type is plain JSON. The OpenAPI v3 documents declare,
+per kind, that PATCH accepts ``fieldValidation`` and which patch types it takes (what kubectl
+reads to decide to validate server-side), and carry upstream's schemas of the kinds served
+(``openapi``: what ``kubectl explain`` reads).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from simcluster.apiserver.openapi import OpenApiSchemas
 from simcluster.apiserver.resources import Registry, ResourceType
 
 __all__ = [
@@ -22,6 +25,7 @@ __all__ = [
     "api_versions",
     "openapi_gv",
     "openapi_root",
+    "openapi_schemas",
     "table",
     "version_info",
 ]
@@ -87,12 +91,19 @@ def _gv_path(group: str, version: str) -> str:
     return f"apis/{group}/{version}" if group else f"api/{version}"
 
 
-def openapi_root(reg: Registry) -> Obj:
+def openapi_schemas(crds: Callable[[], Iterable[Obj]] = tuple) -> OpenApiSchemas:
+    """The upstream schemas of the release this server reports (``KUBE_VERSION``), and the
+    schemas of the CRDs ``crds`` returns."""
+    return OpenApiSchemas(".".join(KUBE_VERSION), crds)
+
+
+def openapi_root(reg: Registry, schemas: OpenApiSchemas) -> Obj:
     paths = {}
     for group in reg.group_order:
         for version in reg.versions(group):
             p = _gv_path(group, version)
-            paths[p] = {"serverRelativeURL": f"/openapi/v3/{p}?hash=simcluster"}
+            digest = schemas.digest(reg.in_version(group, version))
+            paths[p] = {"serverRelativeURL": f"/openapi/v3/{p}?hash={digest}"}
     return {"paths": paths}
 
 
@@ -127,7 +138,7 @@ def _patch_op(rt: ResourceType) -> Obj:
     }
 
 
-def openapi_gv(reg: Registry, group: str, version: str) -> Obj | None:
+def openapi_gv(reg: Registry, group: str, version: str, schemas: OpenApiSchemas) -> Obj | None:
     rts = reg.in_version(group, version)
     if not rts:
         return None
@@ -146,7 +157,7 @@ def openapi_gv(reg: Registry, group: str, version: str) -> Obj | None:
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "v1.32.0-simcluster"},
         "paths": paths,
-        "components": {"schemas": {}},
+        "components": {"schemas": schemas.components(rts)},
     }
 
 

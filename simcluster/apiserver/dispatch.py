@@ -22,6 +22,7 @@ from simcluster.apiserver.core import ApiCore, ListOptions
 from simcluster.apiserver.discovery import table
 from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import FlowControl, default_flow_control
+from simcluster.apiserver.listoptions import validate_list_options
 from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.protobuf import decode_k8s_protobuf
 from simcluster.apiserver.resources import ResourceType
@@ -136,6 +137,21 @@ def _decode(body: bytes, content_type: str = "application/json") -> Any:
         return msgspec.json.decode(body)
     except msgspec.DecodeError as e:
         raise BadRequest(f"the body of the request was not valid JSON: {e}")
+
+
+def _delete_options(body: Any, q: Mapping[str, str]) -> Obj:
+    """DeleteOptions from the body and the query (upstream reads both; the query wins)."""
+    options: Obj = dict(body) if isinstance(body, dict) else {}
+    if "gracePeriodSeconds" in q:
+        try:
+            options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+        except ValueError:
+            raise BadRequest(f"invalid gracePeriodSeconds {q['gracePeriodSeconds']!r}")
+    if "propagationPolicy" in q:
+        options["propagationPolicy"] = q["propagationPolicy"]
+    if "orphanDependents" in q:
+        options["orphanDependents"] = query_bool(q, "orphanDependents")
+    return options
 
 
 def _body(req: ApiRequest) -> Any:
@@ -272,6 +288,7 @@ class Dispatcher:
             limit,
             q.get("continue"),
             q.get("resourceVersion"),
+            q.get("resourceVersionMatch"),
         )
 
     def _call(self, rt: ResourceType, req: ApiRequest) -> tuple[int, Obj]:
@@ -288,8 +305,9 @@ class Dispatcher:
         if info.subresource:
             return self._subresource(rt, req)
         if info.verb == "get":
-            return 200, core.get(rt, ns, info.name)
+            return 200, core.get(rt, ns, info.name, q.get("resourceVersion"))
         if info.verb == "list":
+            validate_list_options(q, watch=False)
             return 200, core.list(rt, info.namespace, self._opts(q))
         if info.verb == "create":
             if rt.plural in ("selfsubjectreviews", "selfsubjectaccessreviews"):
@@ -306,18 +324,22 @@ class Dispatcher:
                 )
             obj = core.create(rt, ns, _body(req), dry_run=dry)
             return 201, obj
+        manager = q.get("fieldManager") or req.user.name  # upstream: the User-Agent's program
         if info.verb == "update":
-            return 200, core.update(rt, ns, info.name, _body(req), dry_run=dry)
+            return 200, core.update(rt, ns, info.name, _body(req), dry_run=dry, manager=manager)
         if info.verb == "patch" and req.content_type.startswith("application/apply-patch"):
-            manager = q.get("fieldManager", "")
-            created, obj = core.apply(rt, ns, info.name, _body(req), manager=manager, dry_run=dry)
+            created, obj = core.apply(
+                rt, ns, info.name, _body(req), manager=q.get("fieldManager", ""),
+                force=query_bool(q, "force"), dry_run=dry,
+            )  # fmt: skip
             return (201 if created else 200), obj
         if info.verb == "patch":
-            return 200, core.patch(rt, ns, info.name, req.content_type, _body(req), dry_run=dry)
+            body = _body(req)
+            return 200, core.patch(
+                rt, ns, info.name, req.content_type, body, dry_run=dry, manager=manager
+            )
         if info.verb == "delete":
-            options = _body(req) or {}
-            if "gracePeriodSeconds" in q:
-                options["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
+            options = _delete_options(_body(req), q)
             if dry:
                 options["dryRun"] = ["All"]
             obj = core.delete(rt, ns, info.name, options)
@@ -387,6 +409,7 @@ class Dispatcher:
 
     def _watch(self, rt: ResourceType, req: ApiRequest) -> WatchStream:
         q = req.query
+        validate_list_options(q, watch=True)
         bookmarks = query_bool(q, "allowWatchBookmarks")
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
         render: Renderer = default_render

@@ -127,6 +127,10 @@ class ApiServer:
         self.url = ""
         self.address = ""
         self.certs = ServingCerts.generate() if self.settings.tls else None
+        # upstream's schemas, loaded on the first /openapi/v3/<gv>, and the stored CRDs'
+        self.openapi = discovery.openapi_schemas(
+            lambda: self.store.iter("apiextensions.k8s.io/customresourcedefinitions")
+        )
         self._bootstrap()
 
     def _bootstrap(self) -> None:
@@ -277,7 +281,7 @@ class ApiServer:
         if parts[0] == "apis" and len(parts) == 3 and parts[2] in reg.versions(parts[1]):
             return discovery.api_resources(reg, parts[1], parts[2])
         if path == "/openapi/v3":
-            return discovery.openapi_root(reg)
+            return discovery.openapi_root(reg, self.openapi)
         if parts[:2] == ["openapi", "v3"]:
             rest = parts[2:]
             group, version = (
@@ -288,7 +292,7 @@ class ApiServer:
                 )
             )
             if group is not None and version is not None:
-                return discovery.openapi_gv(reg, group, version)
+                return discovery.openapi_gv(reg, group, version, self.openapi)
         return None
 
     async def _stream(self, request: web.BaseRequest, ws: WatchStream) -> web.StreamResponse:

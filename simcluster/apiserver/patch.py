@@ -15,7 +15,14 @@ from typing import Any
 
 from simcluster.errors import BadRequest, Invalid, UnsupportedMediaType
 
-__all__ = ["apply_patch", "json_patch", "merge_patch", "strategic_merge_patch"]
+__all__ = [
+    "apply_patch",
+    "json_patch",
+    "merge_key_for",
+    "merge_patch",
+    "strategic_merge_patch",
+    "unsupported_patch_type",
+]
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -153,7 +160,8 @@ def json_patch(target: Any, ops: Any) -> Any:
     return doc
 
 
-def _merge_key_for(field: str, items: list[Any]) -> str | None:
+def merge_key_for(field: str, items: list[Any]) -> str | None:
+    """The merge key of list ``field`` (None: the list is atomic)."""
     if field == "ports":
         sample = next((i for i in items if isinstance(i, dict)), {})
         return "containerPort" if "containerPort" in sample else "port"
@@ -167,7 +175,7 @@ def _smp_list(
         out = list(original)
         out.extend(v for v in patch if v not in out)
         return out
-    key = _merge_key_for(field, original + patch)
+    key = merge_key_for(field, original + patch)
     if key is None:
         return [strategic_merge_patch(None, p) if isinstance(p, dict) else p for p in patch]
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
@@ -248,7 +256,13 @@ def apply_patch(content_type: str, target: dict[str, Any], body: Any, *, strateg
         return json_patch(target, body)
     if ctype == STRATEGIC and strategic_ok:
         return strategic_merge_patch(target, body)
-    raise UnsupportedMediaType(
+    raise unsupported_patch_type(strategic_ok=strategic_ok)
+
+
+def unsupported_patch_type(*, strategic_ok: bool) -> UnsupportedMediaType:
+    """Upstream's 415 for a patch type the resource does not accept (``patchTypes`` of the
+    patch handler), naming the ones it does."""
+    return UnsupportedMediaType(
         f"the body of the request was in an unknown format - accepted media types include: "
         f"{JSON_PATCH}, {MERGE}" + (f", {STRATEGIC}" if strategic_ok else "")
     )

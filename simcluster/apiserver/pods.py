@@ -176,15 +176,16 @@ def check_update(new: Obj, old: Obj) -> None:
 
 
 def pod_grace(pod: Obj, requested: int | None) -> int:
-    """Upstream CheckGracefulDelete: unscheduled or terminal pods go at once."""
+    """Upstream CheckGracefulDelete: unscheduled or terminal pods go at once; a negative
+    period (asked for, or the pod's ``terminationGracePeriodSeconds``) is 1 s."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     if requested is not None:
-        grace = max(int(requested), 0)
+        grace = int(requested)
     else:
         grace = int(spec.get("terminationGracePeriodSeconds", 30))
     if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
         return 0
-    return grace
+    return 1 if grace < 0 else grace
 
 
 def pod_requests(pod: Obj) -> tuple[int, int]:

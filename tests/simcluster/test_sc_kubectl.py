@@ -352,27 +352,6 @@ def test_operator_manifests_apply_twice(kubectl: Kubectl) -> None:
     assert "sandman:controller" in kubectl.run("get", "clusterroles").stdout
 
 
-def test_server_side_apply_approximation(kubectl: Kubectl) -> None:
-    out = kubectl.run("apply", "--server-side", "-f", "-", stdin=MANIFEST).stdout
-    assert "pod/p1 serverside-applied" in out
-    changed = MANIFEST.replace('data: {a: "1"}', 'data: {a: "1", b: "2"}').replace(
-        "replicas: 1", "replicas: 2"
-    )
-    kubectl.run("apply", "--server-side", "-f", "-", stdin=changed)
-    assert kubectl.json("-n", "demo", "get", "cm", "cm1")["data"] == {"a": "1", "b": "2"}
-    assert kubectl.json("-n", "demo", "get", "deploy", "d1")["spec"]["replicas"] == 2
-    env2 = 'env: [{name: A, value: "1"}, {name: B, value: "2"}]'
-    refused = kubectl.run(
-        "apply",
-        "--server-side",
-        "-f",
-        "-",
-        stdin=changed.replace('env: [{name: A, value: "1"}]', env2),
-        check=False,
-    )
-    assert "pod updates may not change fields" in refused.stderr
-
-
 def requests_served(http: httpx.Client, **labels: str) -> float:
     """The sum of simcluster's ``apiserver_request_total`` samples matching ``labels``, read
     from its /metrics endpoint."""
