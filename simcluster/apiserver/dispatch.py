@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from simcluster.apiserver.apf_objects import AppliedFlowConfig
 from simcluster.apiserver.auth import User
 from simcluster.apiserver.core import ApiCore, ListOptions
 from simcluster.apiserver.discovery import table
@@ -176,6 +177,8 @@ class Dispatcher:
         self.core = core
         self.authorizer = authorizer or Authorizer(core.store)
         self.flow = flow or default_flow_control()
+        # FlowSchema/PriorityLevelConfiguration objects reconfigure ``flow`` when written
+        self.applied_flow = AppliedFlowConfig(core.store, self.flow)
         self.metrics = metrics or ApiMetrics()
         self.faults = faults or ApiFaults()
         self.write_latency_s = write_latency_s
@@ -190,7 +193,8 @@ class Dispatcher:
         try:
             watch = info.verb == "watch"
             attrs = request_attributes(info, req.user, req.query)
-            async with self.flow.admit(req.user, info.mutating, watch):
+            async with self.flow.admit(req.user, info.mutating, watch, attrs) as admission:
+                self.metrics.admitted(admission, self.flow)
                 # inside flow control, as upstream's filter chain orders them
                 self.authorizer.check(attrs)
                 fault = self.faults.error_for(info.verb, req.user.name)
