@@ -10,12 +10,33 @@ them: it goes on to RBAC, as in the real authorizer chain.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from simcluster.apiserver.rbac import Attributes
+from simcluster.apiserver.auth import User
 
 __all__ = ["node_allows", "node_name"]
+
+
+class _Attributes(Protocol):
+    """rbac.Attributes (which imports this module)."""
+
+    @property
+    def user(self) -> User: ...
+    @property
+    def verb(self) -> str: ...
+    @property
+    def resource_request(self) -> bool: ...
+    @property
+    def group(self) -> str: ...
+    @property
+    def resource(self) -> str: ...
+    @property
+    def subresource(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
 
 _READ = frozenset({"get", "list", "watch"})
 _WRITE = frozenset({"create", "update", "patch"})
@@ -56,7 +77,7 @@ def node_name(user_name: str, groups: tuple[str, ...]) -> str | None:
     return user_name.removeprefix("system:node:") or None
 
 
-def node_allows(a: Attributes) -> bool:
+def node_allows(a: _Attributes) -> bool:
     node = node_name(a.user.name, a.user.groups)
     if node is None or not a.resource_request:
         return False

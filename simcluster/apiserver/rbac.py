@@ -215,12 +215,12 @@ class _Index:
         cluster_roles = _cluster_roles(list(store.iter(f"{_GROUP}/clusterroles")))
         index = cls()
         for b in store.iter(f"{_GROUP}/clusterrolebindings"):
-            index._add(b, "", roles, cluster_roles)
+            index.add(b, "", roles, cluster_roles)
         for b in store.iter(f"{_GROUP}/rolebindings"):
-            index._add(b, b["metadata"].get("namespace", ""), roles, cluster_roles)
+            index.add(b, b["metadata"].get("namespace", ""), roles, cluster_roles)
         return index
 
-    def _add(
+    def add(
         self,
         binding: Mapping[str, Any],
         namespace: str,
