@@ -65,6 +65,7 @@ class ApiMetrics:
             registry=self.registry,
         )
         self._flow_generation = -1
+        self._flow_children: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
         self.watch_events = Counter(
             "apiserver_watch_events_sent",
             "Watch events written to clients (HTTP and in-process).",
@@ -74,9 +75,13 @@ class ApiMetrics:
 
     def admitted(self, admission: Admission, flow: FlowControl) -> None:
         """Count an admitted request; publish the levels' budgets after a reconfiguration."""
-        level, schema = admission.level.name, admission.schema.name
-        self.dispatched.labels(level, schema).inc()
-        self.wait.labels(level, schema, "true").observe(admission.waited_s)
+        key = (admission.level.name, admission.schema.name)
+        children = self._flow_children.get(key)
+        if children is None:  # labels() costs a lock and a lookup: once per (level, schema)
+            children = (self.dispatched.labels(*key), self.wait.labels(*key, "true"))
+            self._flow_children[key] = children
+        children[0].inc()
+        children[1].observe(admission.waited_s)
         if flow.generation != self._flow_generation:
             self._flow_generation = flow.generation
             for name in flow.levels:
