@@ -197,6 +197,8 @@ class Dispatcher:
                 self.metrics.admitted(admission, self.flow)
                 # inside flow control, as upstream's filter chain orders them
                 self.authorizer.check(attrs)
+                if info.verb == "patch" and req.content_type.startswith("application/apply"):
+                    self.authorizer.check_create_by_apply(attrs, self._exists(info))
                 fault = self.faults.error_for(info.verb, req.user.name)
                 if fault is not None:
                     raise fault
@@ -220,6 +222,13 @@ class Dispatcher:
         if isinstance(result, ApiResponse):
             self.metrics.latency.labels(info.verb, info.resource).observe(time.monotonic() - start)
         return result
+
+    def _exists(self, info: RequestInfo) -> bool:
+        rt = self.core.registry.get(info.group, info.version, info.resource)
+        if rt is None or info.subresource:
+            return True  # not a create: the request fails or patches a subresource
+        ns = info.namespace or "" if rt.namespaced else ""
+        return self.core.store.get(rt.key, ns, info.name) is not None
 
     def resource_type(self, info: RequestInfo) -> ResourceType:
         rt = self.core.registry.get(info.group, info.version, info.resource)

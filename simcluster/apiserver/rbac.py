@@ -342,6 +342,22 @@ class Authorizer:
         if not decision.allowed:
             raise forbidden(a, decision.reason)
 
+    def check_create_by_apply(self, a: Attributes, exists: bool) -> None:
+        """A server-side apply that would create the object also needs ``create`` on it, as
+        upstream's ``withAuthorization`` around create-on-update; its 403 carries only the
+        authorizer's reason (often empty), exactly as upstream words it."""
+        if exists or not self.enforcing:
+            return
+        decision = self.authorize(a._replace(verb="create"))
+        if not decision.allowed:
+            qualified = f"{a.resource}.{a.group}" if a.group else a.resource
+            details: dict[str, Any] = {"kind": a.resource, "name": a.name}
+            if a.group:
+                details["group"] = a.group
+            raise Forbidden(
+                f'{qualified} "{a.name}" is forbidden: {decision.reason}', details=details
+            )
+
     def _decide(self, a: Attributes) -> Decision:
         if "system:masters" in a.user.groups:
             return Decision(True)
