@@ -31,7 +31,7 @@ from simcluster.apiserver.flowcontrol import (
     FlowSchema,
     PriorityLevel,
 )
-from simcluster.apiserver.rbac import Attributes
+from simcluster.apiserver.rbac import Attributes, dicts, strings
 from simcluster.apiserver.store import Event, Store
 
 __all__ = ["AppliedFlowConfig", "PolicyRules", "level_of", "schema_of"]
@@ -41,17 +41,22 @@ _KEYS = frozenset({f"{_GROUP}/flowschemas", f"{_GROUP}/prioritylevelconfiguratio
 Obj = dict[str, Any]
 
 
+def _field(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _subject_matches(subject: Mapping[str, Any], user: User) -> bool:
     kind = subject.get("kind")
     if kind == "User":
-        name = (subject.get("user") or {}).get("name")
+        name = _field(subject, "user").get("name")
         return name == "*" or name == user.name
     if kind == "Group":
-        name = (subject.get("group") or {}).get("name")
+        name = _field(subject, "group").get("name")
         return name == "*" or name in user.groups
     if kind == "ServiceAccount":
         sa = user.service_account
-        spec = subject.get("serviceAccount") or {}
+        spec = _field(subject, "serviceAccount")
         return (
             sa is not None and sa[0] == spec.get("namespace") and spec.get("name") in ("*", sa[1])
         )
@@ -66,8 +71,8 @@ def _url_matches(rule_url: str, path: str) -> bool:
 
 
 def _resource_rule_matches(rule: Mapping[str, Any], a: Attributes) -> bool:
-    verbs, groups = rule.get("verbs") or (), rule.get("apiGroups") or ()
-    resources = rule.get("resources") or ()
+    verbs, groups = strings(rule.get("verbs")), strings(rule.get("apiGroups"))
+    resources = strings(rule.get("resources"))
     combined = f"{a.resource}/{a.subresource}" if a.subresource else a.resource
     if not ("*" in verbs or a.verb in verbs) or not ("*" in groups or a.group in groups):
         return False
@@ -75,15 +80,15 @@ def _resource_rule_matches(rule: Mapping[str, Any], a: Attributes) -> bool:
         return False
     if not a.namespace:
         return bool(rule.get("clusterScope"))
-    namespaces = rule.get("namespaces") or ()
+    namespaces = strings(rule.get("namespaces"))
     return "*" in namespaces or a.namespace in namespaces
 
 
 def _non_resource_rule_matches(rule: Mapping[str, Any], a: Attributes) -> bool:
-    verbs = rule.get("verbs") or ()
+    verbs = strings(rule.get("verbs"))
     if not ("*" in verbs or a.verb in verbs):
         return False
-    return any(_url_matches(u, a.path) for u in rule.get("nonResourceURLs") or ())
+    return any(_url_matches(u, a.path) for u in strings(rule.get("nonResourceURLs")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,37 +108,38 @@ class PolicyRules:
 
 
 def schema_of(obj: Obj) -> FlowSchema:
-    spec = obj.get("spec") or {}
+    spec = _field(obj, "spec")
     rules = tuple(
         PolicyRules(
-            tuple(r.get("subjects") or ()),
-            tuple(r.get("resourceRules") or ()),
-            tuple(r.get("nonResourceRules") or ()),
+            dicts(r.get("subjects")),
+            dicts(r.get("resourceRules")),
+            dicts(r.get("nonResourceRules")),
         )
-        for r in spec.get("rules") or ()
+        for r in dicts(spec.get("rules"))
     )
+    precedence = spec.get("matchingPrecedence")
     return FlowSchema(
         obj["metadata"]["name"],
-        (spec.get("priorityLevelConfiguration") or {}).get("name", ""),
-        precedence=int(spec.get("matchingPrecedence") or DEFAULT_PRECEDENCE),
+        str(_field(spec, "priorityLevelConfiguration").get("name", "")),
+        precedence=precedence if isinstance(precedence, int) else DEFAULT_PRECEDENCE,
         rules=rules,
     )
 
 
 def level_of(obj: Obj, default_queue_wait_s: float) -> PriorityLevel:
-    spec = obj.get("spec") or {}
+    spec = _field(obj, "spec")
     name = obj["metadata"]["name"]
     if spec.get("type") == "Exempt":
         return PriorityLevel(name, exempt=True)
-    limited = spec.get("limited") or {}
+    limited = _field(spec, "limited")
     shares = limited.get("nominalConcurrencyShares")
-    reject = (limited.get("limitResponse") or {}).get("type") == "Reject"
+    reject = _field(limited, "limitResponse").get("type") == "Reject"
     return PriorityLevel(
         name,
         None,
         None,
         0.0 if reject else default_queue_wait_s,
-        shares=DEFAULT_SHARES if shares is None else int(shares),
+        shares=shares if isinstance(shares, int) and shares >= 0 else DEFAULT_SHARES,
     )
 
 

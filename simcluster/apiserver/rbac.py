@@ -30,7 +30,7 @@ from simcluster.apiserver.auth import User
 from simcluster.apiserver.node_rules import node_allows
 from simcluster.apiserver.selectors import LabelSelector
 from simcluster.apiserver.store import Event, Store
-from simcluster.errors import Forbidden, SimclusterError
+from simcluster.errors import BadRequest, Forbidden, SimclusterError
 
 __all__ = [
     "AUTHORIZATION_MODES",
@@ -38,8 +38,10 @@ __all__ = [
     "Authorizer",
     "Decision",
     "Rule",
+    "dicts",
     "forbidden",
     "request_attributes",
+    "strings",
 ]
 
 AUTHORIZATION_MODES = ("always-allow", "rbac")
@@ -142,11 +144,11 @@ class Rule:
     @classmethod
     def of(cls, rule: Mapping[str, Any]) -> Rule:
         return cls(
-            frozenset(rule.get("verbs") or ()),
-            frozenset(rule.get("apiGroups") or ()),
-            frozenset(rule.get("resources") or ()),
-            frozenset(rule.get("resourceNames") or ()),
-            tuple(rule.get("nonResourceURLs") or ()),
+            frozenset(strings(rule.get("verbs"))),
+            frozenset(strings(rule.get("apiGroups"))),
+            frozenset(strings(rule.get("resources"))),
+            frozenset(strings(rule.get("resourceNames"))),
+            strings(rule.get("nonResourceURLs")),
         )
 
     def allows(self, a: Attributes) -> bool:
@@ -178,6 +180,21 @@ class Rule:
         if self.names:
             out["resourceNames"] = sorted(self.names)
         return out
+
+
+def strings(value: Any) -> tuple[str, ...]:
+    """The strings of a list field; anything else (a stored object the validation let
+    through with a wrong shape) is no strings, never a crash in every later request."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, str))
+
+
+def dicts(value: Any) -> tuple[dict[str, Any], ...]:
+    """The objects of a list field (see ``strings``)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, dict))
 
 
 def _url_matches(rule_url: str, path: str) -> bool:
@@ -229,12 +246,13 @@ class _Index:
         roles: Mapping[tuple[str, str], tuple[Rule, ...]],
         cluster_roles: Mapping[str, tuple[Rule, ...]],
     ) -> None:
-        ref = binding.get("roleRef") or {}
-        kind, role = ref.get("kind", ""), ref.get("name", "")
+        ref = binding.get("roleRef")
+        ref = ref if isinstance(ref, dict) else {}
+        kind, role = str(ref.get("kind", "")), str(ref.get("name", ""))
         found = roles.get((namespace, role)) if kind == "Role" else cluster_roles.get(role)
         error = "" if found is not None else f'{kind.lower()}.{_GROUP} "{role}" not found'
         name = binding["metadata"]["name"]
-        for subject in binding.get("subjects") or ():
+        for subject in dicts(binding.get("subjects")):
             key, described = _subject_key(subject, namespace)
             if namespace:
                 source = f'RoleBinding "{name}/{namespace}" of {kind} "{role}" to {described}'
@@ -254,15 +272,15 @@ class _Index:
 
 
 def _subject_key(subject: Mapping[str, Any], namespace: str) -> tuple[tuple[str, str], str]:
-    kind, name = subject.get("kind", ""), subject.get("name", "")
+    kind, name = str(subject.get("kind", "")), str(subject.get("name", ""))
     if kind == "ServiceAccount":
-        ns = subject.get("namespace") or namespace
+        ns = str(subject.get("namespace") or namespace)
         return ("User", f"system:serviceaccount:{ns}:{name}"), f'ServiceAccount "{name}/{ns}"'
     return (kind, name), f'{kind} "{name}"'
 
 
 def _rules(role: Mapping[str, Any]) -> tuple[Rule, ...]:
-    return tuple(Rule.of(r) for r in role.get("rules") or ())
+    return tuple(Rule.of(r) for r in dicts(role.get("rules")))
 
 
 def _cluster_roles(objs: list[dict[str, Any]]) -> dict[str, tuple[Rule, ...]]:
@@ -271,10 +289,11 @@ def _cluster_roles(objs: list[dict[str, Any]]) -> dict[str, tuple[Rule, ...]]:
     them into the object; here they are resolved when the index is built)."""
     out = {o["metadata"]["name"]: _rules(o) for o in objs}
     for o in objs:
-        selectors = (o.get("aggregationRule") or {}).get("clusterRoleSelectors")
+        rule = o.get("aggregationRule")
+        selectors = dicts(rule.get("clusterRoleSelectors")) if isinstance(rule, dict) else ()
         if not selectors:
             continue
-        picked = [_selector(s) for s in selectors]
+        picked = [p for p in (_selector(s) for s in selectors) if p is not None]
         gathered = list(out[o["metadata"]["name"]])
         for other in objs:
             labels = other["metadata"].get("labels") or {}
@@ -284,10 +303,12 @@ def _cluster_roles(objs: list[dict[str, Any]]) -> dict[str, tuple[Rule, ...]]:
     return out
 
 
-def _selector(sel: Mapping[str, Any]) -> LabelSelector:
-    terms = [f"{k}={v}" for k, v in (sel.get("matchLabels") or {}).items()]
-    for e in sel.get("matchExpressions") or ():
-        op, key, values = e.get("operator", ""), e.get("key", ""), e.get("values") or ()
+def _selector(sel: Mapping[str, Any]) -> LabelSelector | None:
+    """A clusterRoleSelector; None (matches nothing) when it does not parse."""
+    labels = sel.get("matchLabels")
+    terms = [f"{k}={v}" for k, v in (labels.items() if isinstance(labels, dict) else ())]
+    for e in dicts(sel.get("matchExpressions")):
+        op, key, values = e.get("operator", ""), e.get("key", ""), strings(e.get("values"))
         terms.append(
             {
                 "In": f"{key} in ({','.join(values)})",
@@ -296,7 +317,10 @@ def _selector(sel: Mapping[str, Any]) -> LabelSelector:
                 "DoesNotExist": f"!{key}",
             }.get(op, key)
         )
-    return LabelSelector.parse(",".join(terms))
+    try:
+        return LabelSelector.parse(",".join(terms))
+    except BadRequest:
+        return None
 
 
 class Authorizer:
@@ -348,7 +372,7 @@ class Authorizer:
         authorizer's reason (often empty), exactly as upstream words it."""
         if exists or not self.enforcing:
             return
-        decision = self.authorize(a._replace(verb="create"))
+        decision = self.authorize(Attributes(a.user, "create", *a[2:]))
         if not decision.allowed:
             qualified = f"{a.resource}.{a.group}" if a.group else a.resource
             details: dict[str, Any] = {"kind": a.resource, "name": a.name}

@@ -3,6 +3,8 @@ bindings are deleted (the memo must not outlive the RBAC objects it was computed
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 from hypothesis import given, settings
@@ -10,6 +12,8 @@ from hypothesis import strategies as st
 
 from simcluster.apiserver.auth import User
 from simcluster.apiserver.core import ApiCore
+from simcluster.apiserver.dispatch import Dispatcher
+from simcluster.apiserver.local import LocalApiError, LocalClient
 from simcluster.apiserver.rbac import Attributes, Authorizer, Rule
 from simcluster.apiserver.resources import Registry, ResourceType
 from simcluster.apiserver.store import Store
@@ -22,6 +26,23 @@ USERS = (
 )
 GROUP = "rbac.authorization.k8s.io"
 PLURALS = ("roles", "clusterroles", "rolebindings", "clusterrolebindings")
+APF = "flowcontrol.apiserver.k8s.io"
+#: (group, plural, the field a hostile value goes into)
+HOSTILE_TARGETS = [
+    (GROUP, "clusterroles", "rules"),
+    (GROUP, "clusterroles", "aggregationRule"),
+    (GROUP, "clusterrolebindings", "subjects"),
+    (GROUP, "clusterrolebindings", "roleRef"),
+    (APF, "flowschemas", "spec"),
+    (APF, "prioritylevelconfigurations", "spec"),
+]
+KEYS = [
+    "verbs", "apiGroups", "resources", "resourceNames", "nonResourceURLs", "kind", "name",
+    "namespace", "subjects", "resourceRules", "nonResourceRules", "rules", "user", "group",
+    "serviceAccount", "priorityLevelConfiguration", "matchingPrecedence", "type", "limited",
+    "nominalConcurrencyShares", "limitResponse", "clusterRoleSelectors", "matchLabels",
+    "matchExpressions", "operator", "values", "key", "clusterScope", "namespaces",
+]  # fmt: skip
 
 rules = st.fixed_dictionaries(
     {
@@ -154,3 +175,45 @@ def test_index_and_memo_agree_with_a_naive_scan(
     core.delete(rt[plural], namespace, name, {})
     for a in probes:  # the same attributes again: memoised before, must follow the delete
         assert authorizer.authorize(a).allowed == _naive(store, a), a
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.sampled_from(["", "*", "pods", "x"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(KEYS), inner),
+    max_leaves=12,
+)
+
+
+async def _status(call: Awaitable[Any]) -> int:
+    try:
+        await call
+    except LocalApiError as e:
+        return e.code
+    return 200
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(HOSTILE_TARGETS), json_values)
+def test_hostile_rbac_and_apf_objects_never_break_the_server(
+    target: tuple[str, str, str], value: Any
+) -> None:
+    """Whatever shape a stored role, binding or APF object has (validation checks names and
+    required fields, not every type), writing it and every later request get a Status,
+    never a 500."""
+    group, plural, field = target
+
+    async def scenario() -> list[int]:
+        store = Store()
+        core = ApiCore(Registry.builtin(), store)
+        dispatcher = Dispatcher(core, authorizer=Authorizer(store, "rbac"))
+        admin = LocalClient(dispatcher, User("admin", ("system:masters",)))
+        sa = LocalClient(dispatcher, USERS[1])
+        body: dict[str, Any] = {"metadata": {"name": "hostile"}, field: value}
+        if plural.endswith("bindings"):
+            body.setdefault("roleRef", {"apiGroup": GROUP, "kind": "ClusterRole", "name": "r"})
+        create = admin.request("create", plural, group=group, version="v1", body=body)
+        codes = [await _status(create)]
+        codes.append(await _status(sa.request("list", "pods", namespace="a")))
+        return codes
+
+    assert 500 not in asyncio.run(scenario())
