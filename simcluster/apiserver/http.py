@@ -30,6 +30,7 @@ from simcluster.apiserver.dispatch import (
 )
 from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import default_flow_control
+from simcluster.apiserver.impersonation import impersonate
 from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.rbac import Attributes, Authorizer
 from simcluster.apiserver.rbac_bootstrap import bootstrap_objects
@@ -273,6 +274,9 @@ class ApiServer:
     def _authenticate(self, request: web.BaseRequest, path: str) -> User:
         user = self.auth.authenticate(request.headers.get("Authorization"))
         if user is not None:
+            if "Impersonate-User" in request.headers or "Impersonate-Group" in request.headers:
+                groups = request.headers.getall("Impersonate-Group", [])
+                return impersonate(self.authorizer, user, request.headers, groups)
             return user
         if path in _PUBLIC:
             return User("system:anonymous", ("system:unauthenticated",))

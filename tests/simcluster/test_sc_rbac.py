@@ -85,7 +85,16 @@ def test_kubectl_sees_upstream_forbidden_messages_and_truthful_can_i(
     assert "pods" in sa.run("api-resources").stdout
     assert SA in sa.run("auth", "whoami").stdout
 
+    as_sa = ("--as", SA)  # impersonation: the operator's way to check a service account
+    assert admin.run("auth", "can-i", "list", "pods", "-n", "x", *as_sa, check=False).stdout == (
+        "no\n"
+    )
+    assert _forbidden(sa, "get", "pods", "--as", "bob") == (
+        f'{denied}users "bob" is forbidden: User "{SA}" cannot impersonate resource "users" in '
+        'API group "" at the cluster scope'
+    )
     admin.run("apply", "-f", "-", stdin=ROLE)
+    assert admin.run("auth", "can-i", "list", "pods", "-n", "x", *as_sa).stdout == "yes\n"
     assert sa.run("auth", "can-i", "list", "pods", "-n", "x").stdout.strip() == "yes"
     assert sa.run("auth", "can-i", "list", "pods", "-n", "y", check=False).stdout.strip() == "no"
     assert "No resources found" in sa.run("get", "pods", "-n", "x").stderr
