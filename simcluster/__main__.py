@@ -26,6 +26,7 @@ import aiohttp
 import yaml
 
 from simcluster.apiserver.local import LocalClient
+from simcluster.apiserver.rbac import AUTHORIZATION_MODES
 from simcluster.cluster import ADMIN, Cluster
 from simcluster.errors import SimclusterError
 from simcluster.profile import builtin_profiles, load_profile
@@ -54,6 +55,8 @@ async def _up(args: argparse.Namespace) -> int:
     overrides = dict(o.split("=", 1) for o in args.set or [])
     if args.nodes is not None:
         overrides["nodes.count"] = str(args.nodes)
+    if args.authorization is not None:
+        overrides["apiserver.authorization"] = args.authorization
     settings = load_profile(args.profile, overrides)
     if args.port:
         from dataclasses import replace
@@ -123,6 +126,12 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--workdir", help="where kubeconfigs and pod logs go (default: a new temp dir)")
     up.add_argument("--port", type=int, default=0, help="API server port (default: any free port)")
     up.add_argument("--nodes", type=int, help="override the profile's node count")
+    up.add_argument(
+        "--authorization",
+        choices=AUTHORIZATION_MODES,
+        help="rbac: enforce RBAC (and the node rules) as kube-apiserver does; "
+        "always-allow: every authenticated user may do everything (the profile's default)",
+    )
     up.add_argument(
         "--set",
         action="append",

@@ -8,6 +8,7 @@ never silently falls back to a default. ``override`` applies command-line change
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import yaml
 
 from simcluster.apiserver.http import ServerSettings
+from simcluster.apiserver.rbac import AUTHORIZATION_MODES
 from simcluster.cluster import ClusterSettings
 from simcluster.errors import BadRequest, SimclusterError
 from simcluster.kubelet.images import PullSettings
@@ -42,6 +44,7 @@ _API = {
     "write_latency_s",
     "flowcontrol",
     "tls",
+    "authorization",
 }
 _NODES = {
     "count", "cpu", "memory", "max_pods", "labels", "taints", "foreign_fraction", "creation_rate",
@@ -65,6 +68,18 @@ _IMAGES = {
 
 class ProfileError(SimclusterError):
     pass
+
+
+def _with_authorization(server: ServerSettings, api: Mapping[str, Any]) -> ServerSettings:
+    """``apiserver.authorization`` if the profile sets it (ServerSettings holds the default)."""
+    if "authorization" not in api:
+        return server
+    mode = str(api["authorization"])
+    if mode not in AUTHORIZATION_MODES:
+        raise ProfileError(
+            f"apiserver.authorization: {mode!r} is not one of {', '.join(AUTHORIZATION_MODES)}"
+        )
+    return replace(server, authorization=mode)
 
 
 def builtin_profiles() -> list[str]:
@@ -129,6 +144,7 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             fault_seed=int(data.get("seed", 0)),
             tls=bool(api.get("tls", True)),
         )
+        server = _with_authorization(server, api)
         pull = PullSettings(
             base_s=float(images.get("pull_base_s", 0)),
             bandwidth_bps=float(to_units(images.get("pull_bandwidth", 0))),

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from simcluster.apiserver.apf_objects import AppliedFlowConfig
 from simcluster.apiserver.auth import User
 from simcluster.apiserver.core import ApiCore, ListOptions
 from simcluster.apiserver.discovery import table
@@ -25,7 +26,9 @@ from simcluster.apiserver.flowcontrol import FlowControl, default_flow_control
 from simcluster.apiserver.listoptions import validate_list_options
 from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.protobuf import decode_k8s_protobuf
+from simcluster.apiserver.rbac import Authorizer, request_attributes
 from simcluster.apiserver.resources import ResourceType
+from simcluster.apiserver.reviews import REVIEW_PLURALS, answer_review
 from simcluster.apiserver.store import Event, Renderer, Watcher, default_render, line
 from simcluster.errors import ApiError, BadRequest, MethodNotAllowed, NotFound
 
@@ -158,22 +161,6 @@ def _body(req: ApiRequest) -> Any:
     return _decode(req.body, req.content_type)
 
 
-def _review(rt: ResourceType, user: User, body: Obj) -> Obj:
-    """SelfSubjectReview (``kubectl auth whoami``) and SelfSubjectAccessReview
-    (``kubectl auth can-i``): always allowed, as simcluster does not enforce RBAC."""
-    out: Obj = {
-        "kind": rt.kind,
-        "apiVersion": rt.api_version,
-        "metadata": {"creationTimestamp": None},
-    }
-    if rt.plural == "selfsubjectreviews":
-        out["status"] = {"userInfo": {"username": user.name, "groups": list(user.groups)}}
-    else:
-        out["spec"] = body.get("spec") or {}
-        out["status"] = {"allowed": True, "reason": "simcluster does not enforce RBAC"}
-    return out
-
-
 def _metadata_mode(accept: str) -> bool:
     """``as=PartialObjectMetadata[List]``: metadata-only objects (client-go metadata informers)."""
     return "as=PartialObjectMetadata" in accept
@@ -201,9 +188,13 @@ class Dispatcher:
         metrics: ApiMetrics | None = None,
         faults: ApiFaults | None = None,
         write_latency_s: float = 0.0,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.core = core
+        self.authorizer = authorizer or Authorizer(core.store)
         self.flow = flow or default_flow_control()
+        # FlowSchema/PriorityLevelConfiguration objects reconfigure ``flow`` when written
+        self.applied_flow = AppliedFlowConfig(core.store, self.flow)
         self.metrics = metrics or ApiMetrics()
         self.faults = faults or ApiFaults()
         self.write_latency_s = write_latency_s
@@ -217,7 +208,13 @@ class Dispatcher:
         start = time.monotonic()
         try:
             watch = info.verb == "watch"
-            async with self.flow.admit(req.user, info.mutating, watch):
+            attrs = request_attributes(info, req.user, req.query)
+            async with self.flow.admit(req.user, info.mutating, watch, attrs) as admission:
+                self.metrics.admitted(admission, self.flow)
+                # inside flow control, as upstream's filter chain orders them
+                self.authorizer.check(attrs)
+                if info.verb == "patch" and req.content_type.startswith("application/apply"):
+                    self.authorizer.check_create_by_apply(attrs, self._exists(info))
                 fault = self.faults.error_for(info.verb, req.user.name)
                 if fault is not None:
                     raise fault
@@ -241,6 +238,13 @@ class Dispatcher:
         if isinstance(result, ApiResponse):
             self.metrics.latency.labels(info.verb, info.resource).observe(time.monotonic() - start)
         return result
+
+    def _exists(self, info: RequestInfo) -> bool:
+        rt = self.core.registry.get(info.group, info.version, info.resource)
+        if rt is None or info.subresource:
+            return True  # not a create: the request fails or patches a subresource
+        ns = info.namespace or "" if rt.namespaced else ""
+        return self.core.store.get(rt.key, ns, info.name) is not None
 
     def resource_type(self, info: RequestInfo) -> ResourceType:
         rt = self.core.registry.get(info.group, info.version, info.resource)
@@ -310,8 +314,9 @@ class Dispatcher:
             validate_list_options(q, watch=False)
             return 200, core.list(rt, info.namespace, self._opts(q))
         if info.verb == "create":
-            if rt.plural in ("selfsubjectreviews", "selfsubjectaccessreviews"):
-                return 201, _review(rt, req.user, _body(req) or {})
+            if rt.plural in REVIEW_PLURALS:
+                body = _body(req) or {}
+                return 201, answer_review(self.authorizer, rt, req.user, ns, body)
             if rt.plural == "bindings":
                 body = _body(req) or {}
                 name = (body.get("metadata") or {}).get("name", "")

@@ -30,7 +30,10 @@ from simcluster.apiserver.dispatch import (
 )
 from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import default_flow_control
+from simcluster.apiserver.impersonation import impersonate
 from simcluster.apiserver.metrics import ApiMetrics
+from simcluster.apiserver.rbac import Attributes, Authorizer
+from simcluster.apiserver.rbac_bootstrap import bootstrap_objects
 from simcluster.apiserver.resources import Registry
 from simcluster.apiserver.store import Store
 from simcluster.apiserver.tls import ServingCerts
@@ -63,6 +66,8 @@ class ServerSettings:
     flowcontrol: Mapping[str, Any] = field(default_factory=dict)  # see flowcontrol.py
     fault_seed: int = 0
     max_body_bytes: int = 3 * 1024 * 1024  # upstream's MaxRequestBodyBytes: larger is 413
+    #: "always-allow" (every authenticated user may do everything) or "rbac" (rbac.py)
+    authorization: str = "always-allow"
 
 
 def _json_response(code: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -113,12 +118,14 @@ class ApiServer:
         self.core = ApiCore(self.registry, self.store, auth=self.auth)
         self.metrics = ApiMetrics()
         self.faults = ApiFaults(self.settings.fault_seed)
+        self.authorizer = Authorizer(self.store, self.settings.authorization)
         self.dispatcher = Dispatcher(
             self.core,
             default_flow_control(self.settings.flowcontrol),
             self.metrics,
             self.faults,
             self.settings.write_latency_s,
+            self.authorizer,
         )
         # admin fault kinds handled outside the API layer (nodes, kubelets): kind -> handler
         self.admin_handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {}
@@ -138,6 +145,11 @@ class ApiServer:
         assert ns is not None
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.core.create(ns, "", {"metadata": {"name": name}})
+        if self.authorizer.enforcing:
+            for plural, obj in bootstrap_objects():
+                rt = self.registry.get("rbac.authorization.k8s.io", "v1", plural)
+                assert rt is not None
+                self.core.create(rt, "", obj)
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> str:
@@ -183,6 +195,9 @@ class ApiServer:
         path = request.path.rstrip("/") or "/"
         try:
             user = self._authenticate(request, path)
+            info = parse_path(request.method, path, request.query)
+            if info is None:
+                self._authorize_path(user, request.method, request.path)
             if path == "/metrics":
                 return web.Response(body=self.metrics.render(), content_type="text/plain")
             if path == "/admin/faults" and request.method == "POST":
@@ -190,7 +205,6 @@ class ApiServer:
             static = self._static(path)
             if static is not None:
                 return _json_response(200, static)
-            info = parse_path(request.method, path, request.query)
             if info is None:
                 raise NotFound("the server could not find the requested resource")
             body = await _read_body(request, self.settings.max_body_bytes)
@@ -255,9 +269,18 @@ class ApiServer:
             body=r.body, status=r.code, content_type=r.content_type, headers=r.headers or None
         )
 
+    def _authorize_path(self, user: User, method: str, path: str) -> None:
+        """A non-resource request (discovery, /version, /metrics, /admin/faults) needs a
+        ``nonResourceURLs`` rule for its lower-case HTTP method, as upstream."""
+        attrs = Attributes(user, method.lower(), False, path=path)
+        self.authorizer.check(attrs)
+
     def _authenticate(self, request: web.BaseRequest, path: str) -> User:
         user = self.auth.authenticate(request.headers.get("Authorization"))
         if user is not None:
+            if "Impersonate-User" in request.headers or "Impersonate-Group" in request.headers:
+                groups = request.headers.getall("Impersonate-Group", [])
+                return impersonate(self.authorizer, user, request.headers, groups)
             return user
         if path in _PUBLIC:
             return User("system:anonymous", ("system:unauthenticated",))

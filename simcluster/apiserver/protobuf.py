@@ -61,6 +61,7 @@ _KINDS: dict[str, Schema] = {
         2: ("spec", {1: ("audiences", "strlist"), 4: ("expirationSeconds", "int")}),
     },
     "SelfSubjectReview": {1: ("metadata", _META)},
+    "SelfSubjectRulesReview": {1: ("metadata", _META), 2: ("spec", {1: ("namespace", "str")})},
     "SelfSubjectAccessReview": {
         1: ("metadata", _META),
         2: (

@@ -50,7 +50,16 @@ _FIELD_SELECTORS: dict[str, frozenset[str]] = {
     "jobs": frozenset({"status.successful"}),
 }
 # Virtual resources: POST computes an answer, nothing is stored.
-CREATE_ONLY = frozenset({"bindings", "selfsubjectreviews", "selfsubjectaccessreviews"})
+CREATE_ONLY = frozenset(
+    {
+        "bindings",
+        "selfsubjectreviews",
+        "selfsubjectaccessreviews",
+        "selfsubjectrulesreviews",
+        "subjectaccessreviews",
+        "localsubjectaccessreviews",
+    }
+)
 # Resources in the "all" category (``kubectl get all``), as upstream.
 _ALL = frozenset(
     {

@@ -53,6 +53,8 @@ def test_up_prints_kubeconfig_and_ctrl_c_stops_everything(tmp_path: Path) -> Non
             str(tmp_path),
             "--status-every",
             "0.5",
+            "--authorization",
+            "rbac",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -75,6 +77,11 @@ def test_up_prints_kubeconfig_and_ctrl_c_stops_everything(tmp_path: Path) -> Non
         assert any("nodes ready: 3/3" in line for line in lines)
         kubectl = Kubectl(tmp_path / "kubeconfig")
         assert kubectl.run("get", "nodes").stdout.count("Ready") == 3
+        # --authorization rbac: the profile's service account has no bindings yet
+        denied = Kubectl(tmp_path / "kubeconfig-sandman").run("get", "nodes", check=False)
+        assert 'User "system:serviceaccount:sandman-system:sandman-controller" cannot list' in (
+            denied.stderr
+        )
         fault = subprocess.run(
             [
                 sys.executable,

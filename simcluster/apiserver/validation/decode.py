@@ -6,7 +6,7 @@ belongs would otherwise be stored and reach the kubelets and the quota ledger. T
 walk only the fields whose Go types reject such values: resource quantities (container
 resources, pod overhead and resources, emptyDir size limits, quota ``hard``, LimitRange
 limits), ConfigMap values (strings; ``binaryData`` base64), Secret ``data`` (base64) and
-``stringData`` (strings).
+``stringData`` (strings), and the top-level shapes of RBAC and APF objects.
 """
 
 from __future__ import annotations
@@ -141,7 +141,39 @@ def _secret(d: _Decode, obj: Obj) -> None:
     d.string_map(obj.get("stringData"), "stringData")
 
 
+def _shapes(**fields: str) -> Callable[[_Decode, Obj], None]:
+    """Top-level fields that must be an object (Go type ``v1.X``) or a list of objects
+    (``[]v1.X``): RBAC and APF objects, whose rules the authorizer and flow control read on
+    every request."""
+
+    def check(d: _Decode, obj: Obj) -> None:
+        for field, go_type in fields.items():
+            value = obj.get(field)
+            if value is None:
+                continue
+            if not go_type.startswith("[]"):
+                if not isinstance(value, dict):
+                    raise d.mistyped(value, field, go_type)
+                continue
+            if not isinstance(value, list):
+                raise d.mistyped(value, field, go_type)
+            for item in value:
+                if not isinstance(item, dict):
+                    raise d.mistyped(item, field, go_type[2:])
+
+    return check
+
+
+_RBAC, _APF = "rbac.authorization.k8s.io", "flowcontrol.apiserver.k8s.io"
+_ROLE = _shapes(rules="[]v1.PolicyRule", aggregationRule="v1.AggregationRule")
+_BINDING = _shapes(subjects="[]v1.Subject", roleRef="v1.RoleRef")
 _BY_KEY: dict[str, Callable[[_Decode, Obj], None]] = {
+    f"{_RBAC}/roles": _ROLE,
+    f"{_RBAC}/clusterroles": _ROLE,
+    f"{_RBAC}/rolebindings": _BINDING,
+    f"{_RBAC}/clusterrolebindings": _BINDING,
+    f"{_APF}/flowschemas": _shapes(spec="v1.FlowSchemaSpec"),
+    f"{_APF}/prioritylevelconfigurations": _shapes(spec="v1.PriorityLevelConfigurationSpec"),
     "/pods": lambda d, obj: _pod_spec(d, obj.get("spec"), "spec"),
     "/resourcequotas": _quota,
     "/limitranges": _limit_range,

@@ -159,7 +159,8 @@ def rules(obj: Obj) -> list[Cause]:
 
 
 def role_binding(obj: Obj) -> list[Cause]:
-    ref = obj.get("roleRef") or {}
+    ref = obj.get("roleRef")
+    ref = ref if isinstance(ref, dict) else {}  # a list here was an AttributeError: a 500
     out: list[Cause] = []
     kinds = ("Role", "ClusterRole") if obj.get("kind") == "RoleBinding" else ("ClusterRole",)
     if ref.get("apiGroup") != _RBAC:
@@ -192,7 +193,8 @@ def flow_schema(obj: Obj) -> list[Cause]:
         out.append(
             invalid("spec.matchingPrecedence", precedence, "must be between 1 and 10000, inclusive")
         )
-    if not (spec.get("priorityLevelConfiguration") or {}).get("name"):
+    ref = spec.get("priorityLevelConfiguration")
+    if not (ref.get("name") if isinstance(ref, dict) else None):
         out.append(
             required("spec.priorityLevelConfiguration.name", "must reference a priority level")
         )
