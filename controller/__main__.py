@@ -49,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="preparation: nodes pulling one image at once, cluster-wide")  # fmt: skip
     p.add_argument("--max-images-per-node", type=int, default=prep.max_images_per_node,
                    help="preparation: images planned on one node at most")  # fmt: skip
+    p.add_argument("--spread-images-per-node", type=int, default=prep.spread_images_per_node,
+                   help="preparation: spread images over nodes holding fewer (0: off)")  # fmt: skip
     p.add_argument("--no-prepare", action="store_true", help="no image preparation decisions")
     p.add_argument("--no-leader-elect", action="store_true", help="always lead (one replica)")
     p.add_argument("--lease-name", default=e.name)
@@ -105,6 +107,7 @@ def parse_settings(argv: list[str] | None = None) -> tuple[ControllerSettings, s
         else PreparerSettings(
             max_pulls_per_image=a.max_pulls_per_image,
             max_images_per_node=a.max_images_per_node,
+            spread_images_per_node=a.spread_images_per_node,
         ),
         election=election,
         health_host=a.health_host,

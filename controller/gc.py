@@ -103,13 +103,18 @@ class GarbageCollector:
 
     async def _collect_owner(self, lease: Obj, owner: str) -> None:
         try:
-            n = await self.owners.collect(self.client, lease, owner)
+            n, preps = await self.owners.collect(self.client, lease, owner)
         except KubeError as e:
             log.warning("gc: deleting the sandboxes of owner %s failed: %s", owner, e)
             return
         self.metrics.gc_deletions.labels("owner-expired").inc(n)
-        log.info("gc: owner %s's lease expired: deleted %d sandboxes", owner, n)
-        await self._event(lease, "owner-expired", f"{n} sandboxes of owner {owner}")
+        log.info(
+            "gc: owner %s's lease expired: deleted %d sandboxes, %d preparations", owner, n, preps
+        )
+        message = f"{n} sandboxes of owner {owner}"
+        if preps:
+            message += f" and {preps} image preparations"
+        await self._event(lease, "owner-expired", message)
 
     # --- what to delete -----------------------------------------------------------------
     def _ours(self, pod: Obj) -> bool:

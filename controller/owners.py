@@ -4,7 +4,9 @@ Why a Lease: a trainer (through the SDK) holds hundreds of sandboxes; if it cras
 must not wait for their TTLs. The SDK keeps a ``coordination.k8s.io/v1`` Lease labelled
 ``sandman.io/owner: <owner>`` renewed for the run, and labels every sandbox of the run with
 the same ``sandman.io/owner`` value. When the Lease expires, one ``deletecollection`` by that
-label removes the owner's sandboxes in the Lease's namespace.
+label removes the owner's sandboxes in the Lease's namespace, and one more its image
+announcements (``ImagePreparation`` objects the facade labelled with the owner): a crashed
+trainer's images stop being prepared within one lease duration, not their ``ttl_s``.
 
 Expiry is judged like leader election judges it: by when *this* controller last saw the
 Lease's spec change plus ``leaseDurationSeconds``, on its own monotonic clock — never by
@@ -20,9 +22,10 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.view import ClusterView
-from kube import PODS, KubeClient
+from kube import PODS, KubeClient, NotFound
 from kube.cache import Obj, object_key
 from kube.informer import Handlers
+from kube.preparation import IMAGE_PREPARATIONS
 
 __all__ = ["OwnerLeases"]
 
@@ -69,10 +72,19 @@ class OwnerLeases:
                 out.append((lease, owner))
         return out
 
-    async def collect(self, client: KubeClient, lease: Obj, owner: str) -> int:
-        """Delete ``owner``'s sandboxes in the Lease's namespace; return how many."""
-        label = self.view.settings.owner_label
+    async def collect(self, client: KubeClient, lease: Obj, owner: str) -> tuple[int, int]:
+        """Delete ``owner``'s sandboxes and image announcements in the Lease's namespace;
+        return how many of each."""
+        selector = f"{self.view.settings.owner_label}={owner}"
         ns = lease["metadata"]["namespace"]
-        result = await client.delete_collection(PODS, ns, label_selector=f"{label}={owner}")
+        pods = await client.delete_collection(PODS, ns, label_selector=selector)
+        try:
+            preps = await client.delete_collection(IMAGE_PREPARATIONS, ns, label_selector=selector)
+        except NotFound:
+            preps = None  # the CRD is not installed: nothing was announced
         self._collected[object_key(lease)] = lease["metadata"].get("resourceVersion", "")
-        return len((result or {}).get("items") or ())
+        return _count(pods), _count(preps)
+
+
+def _count(result: Any) -> int:
+    return len((result or {}).get("items") or ())

@@ -82,6 +82,8 @@ class PreparerSettings:
     burst: int = 40
     max_pulls_per_image: int = 16
     max_images_per_node: int = 64
+    #: Spread an image over more nodes while they hold fewer planned images (0: no spread).
+    spread_images_per_node: int = 16
 
 
 class PrepareMetrics:
@@ -134,6 +136,7 @@ class Preparer:
             max_starting_per_node=max_starting_per_node or 5,
             max_pulls_per_image=settings.max_pulls_per_image,
             max_images_per_node=settings.max_images_per_node,
+            spread_images_per_node=settings.spread_images_per_node,
         )
         self.metrics = PrepareMetrics(registry)
         self.requests = Informer(

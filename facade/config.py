@@ -12,6 +12,8 @@ classes:
   - {name: tiny, cpu: 250m, memory: 512Mi, runtime_class: gvisor}
 tenants:
   - {name: team-a, token_sha256: [...], max_sandboxes: 2000, create_rate_per_s: 200}
+  # optional caps over live image announcements: max_prepared_images (1000),
+  # max_prepared_sandboxes (20000)
 ```
 
 ``delivery_file: delivery.yaml`` (relative to this file) may stand for the ``delivery``

@@ -206,7 +206,9 @@ class FacadeHandlers:
 
     async def release_owner(self, request: web.Request, call: Call) -> web.Response:
         assert isinstance(call.query, OwnerQuery)
-        return _json(await self.service.release_owner(call.tenant, call.query.owner), 202)
+        released = await self.service.release_owner(call.tenant, call.query.owner)
+        released.preparations = await self.preparations.release_owner(call.tenant, call.query.owner)
+        return _json(released, 202)
 
     async def renew_lease(self, request: web.Request, call: Call) -> web.Response:
         body = await decode_body(request, LeaseRenewal)

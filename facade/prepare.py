@@ -13,6 +13,19 @@ tenant's RBAC and quotas in the cluster apply to it as to its pods. The announce
 for ``ttl_s`` (``expiresAt`` on the object; the controller then releases its images), so a
 trainer that crashes does not pin images on disks forever.
 
+Tied to its owner: an announcement with an ``owner`` (the SDK sends its own) carries the
+owner label, so releasing the owner (``DELETE /v1/sandboxes?owner=``) deletes it with the
+sandboxes, and the controller's owner-lease collector deletes it when the owner's Lease
+expires (controller/owners.py) — a crashed trainer's images stop counting within one lease
+duration instead of its ``ttl_s``.
+
+Per-tenant caps (``max_prepared_images``, ``max_prepared_sandboxes`` in the tenants file):
+the distinct images and the expected sandboxes over the tenant's live announcements (one
+LIST of its namespace per create, serialized per tenant in this replica; two replicas
+creating at once may pass a cap by one announcement). One announcement over a cap alone is
+a 400 ``prepare_too_large``; one that would take the tenant over it is a 429
+``prepare_quota_exceeded`` (it fits once announcements expire or their owner goes).
+
 Idempotency as for sandboxes: with an ``Idempotency-Key`` the object's name is derived from
 the tenant and the key, and the API server's AlreadyExists is the duplicate check (the same
 key with a different body is a 409).
@@ -24,6 +37,7 @@ controller's latest status.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 from datetime import UTC, datetime, timedelta
@@ -57,17 +71,22 @@ class PreparationService:
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
+        self._locks: dict[str, asyncio.Lock] = {}
 
     async def create(
         self, tenant: Tenant, body: PrepareImages, key: str | None
     ) -> tuple[Preparation, bool]:
         """The announcement and whether this call created it (False: an idempotent replay)."""
         _validate(body)
+        _check_size(tenant, body)
         name = _name(tenant, key)
-        obj = _render(tenant, body, name, datetime.now(UTC))
+        now = datetime.now(UTC)
+        obj = _render(tenant, body, name, now)
         ns = tenant.namespace
         try:
-            created = await self.client.create(IMAGE_PREPARATIONS, obj, ns)
+            async with self._locks.setdefault(tenant.name, asyncio.Lock()):
+                await self._admit(tenant, body, name, now)
+                created = await self.client.create(IMAGE_PREPARATIONS, obj, ns)
         except AlreadyExists:
             existing = await self._read(ns, name)
             _check_digest(existing, obj["metadata"]["annotations"][ANNOTATION_REQUEST_DIGEST])
@@ -75,6 +94,47 @@ class PreparationService:
         except KubeError as e:
             raise from_kube_error(e, "creating the preparation") from e
         return preparation_view(created, datetime.now(UTC)), True
+
+    async def _admit(self, tenant: Tenant, body: PrepareImages, name: str, now: datetime) -> None:
+        """429 ``prepare_quota_exceeded`` when this announcement would take the tenant's
+        live ones over a cap (a replay of an existing one is not checked again)."""
+        try:
+            listed = await self.client.list(
+                IMAGE_PREPARATIONS, tenant.namespace, label_selector=f"{LABEL_TENANT}={tenant.name}"
+            )
+        except KubeError as e:
+            raise from_kube_error(e, "listing the tenant's preparations") from e
+        images = {i.image for i in body.images}
+        sandboxes = sum(i.count for i in body.images)
+        for obj in listed.get("items") or ():
+            if obj["metadata"]["name"] == name:
+                return  # a replay: create answers AlreadyExists and checks the digest
+            if not _live(obj, now):
+                continue
+            for item in (obj.get("spec") or {}).get("images") or ():
+                images.add(str(item.get("image")))
+                sandboxes += int(item.get("count", 1))
+        over = _over(tenant, len(images), sandboxes)
+        if over:
+            raise FacadeError(
+                429,
+                "prepare_quota_exceeded",
+                f"with this announcement the tenant's live ones would have {over}; "
+                "it fits once announcements expire or their owner is released",
+                retry_after_s=30.0,
+            )
+
+    async def release_owner(self, tenant: Tenant, owner: str) -> int:
+        """Delete the owner's announcements (one deletecollection); how many went."""
+        try:
+            result = await self.client.delete_collection(
+                IMAGE_PREPARATIONS, tenant.namespace, label_selector=f"{LABEL_OWNER}={owner}"
+            )
+        except NotFound:
+            return 0  # the CRD is not installed: nothing was announced
+        except KubeError as e:
+            raise from_kube_error(e, "deleting the owner's preparations") from e
+        return len((result or {}).get("items") or ())
 
     async def get(self, tenant: Tenant, pid: str) -> Preparation:
         if not pid.startswith(_PREFIX):
@@ -97,6 +157,26 @@ def _validate(body: PrepareImages) -> None:
         raise FacadeError(
             400, "duplicate_image", f"image {dup[1]!r} is named twice (at images[{dup[0]}])"
         )
+
+
+def _check_size(tenant: Tenant, body: PrepareImages) -> None:
+    over = _over(tenant, len(body.images), sum(i.count for i in body.images))
+    if over:
+        raise FacadeError(400, "prepare_too_large", f"this announcement alone has {over}")
+
+
+def _over(tenant: Tenant, images: int, sandboxes: int) -> str:
+    """What passes the tenant's caps, in words ("" when nothing does)."""
+    if images > tenant.max_prepared_images:
+        return f"{images} images, over the limit of {tenant.max_prepared_images}"
+    if sandboxes > tenant.max_prepared_sandboxes:
+        return f"{sandboxes} expected sandboxes, over the limit of {tenant.max_prepared_sandboxes}"
+    return ""
+
+
+def _live(obj: Obj, now: datetime) -> bool:
+    expires = _parse_time((obj.get("spec") or {}).get("expiresAt"))
+    return expires is None or expires > now
 
 
 def _name(tenant: Tenant, key: str | None) -> str:

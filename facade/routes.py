@@ -95,7 +95,8 @@ ROUTES: tuple[FacadeRoute, ...] = (
         "DELETE",
         "/v1/sandboxes",
         "release_owner",
-        "Release every sandbox of an owner (one deletecollection) and its lease",
+        "Release every sandbox of an owner (one deletecollection), its image announcements "
+        "and its lease",
         None,
         m.OwnerReleased,
         status=202,
@@ -143,7 +144,13 @@ ROUTES: tuple[FacadeRoute, ...] = (
         status=201,
         errors=_WRITE_ERRORS,
         header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
-        description="400 `duplicate_image`: an image is named twice in `images`.",
+        description="400 `duplicate_image`: an image is named twice in `images`."
+        " 400 `prepare_too_large`: this announcement alone is over the tenant's"
+        " `max_prepared_images` or `max_prepared_sandboxes`."
+        " 429 `prepare_quota_exceeded`: with the tenant's live announcements it would be"
+        " (it fits once they expire or their owner is released)."
+        " With an `owner`, the announcement goes when the owner is released or its lease"
+        " expires.",
         replay_status=200,
     ),
     FacadeRoute(

@@ -5,6 +5,8 @@ file is not a secret), each tenant to one namespace. Admission is backpressure, 
 a create that would exceed the tenant's concurrent-sandbox limit or its create rate is
 answered at once with 429 and a Retry-After, instead of piling up Pending pods on a shared
 cluster. A Kubernetes ResourceQuota in the tenant's namespace stays the hard backstop.
+Image announcements have their own caps (``max_prepared_images``, ``max_prepared_sandboxes``:
+what a tenant may have nodes pull ahead; checked in facade/prepare.py).
 
 Everything here is deterministic given its clock (injected; tests pass a fake one). The facade's
 replicas each run it;
@@ -19,12 +21,12 @@ not finite positive numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -41,16 +43,19 @@ class TenancyError(ValueError):
     """The tenants configuration is invalid."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Tenant:
     name: str
     namespace: str
     max_sandboxes: int
     create_rate_per_s: float
     create_burst: int
+    #: Caps over the tenant's live image announcements (facade/prepare.py).
+    max_prepared_images: int = 1000
+    max_prepared_sandboxes: int = 20_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Admission:
     """The answer to "may this tenant create n sandboxes now?" (a status, never raised)."""
 
@@ -129,6 +134,12 @@ class TenantDirectory:
         return Admission(True)
 
 
+def _limit(entry: dict[str, Any], name: str) -> int:
+    """An optional integer limit of a tenant entry (default: the Tenant field's)."""
+    default = next(f.default for f in dataclasses.fields(Tenant) if f.name == name)
+    return int(entry.get(name, default))
+
+
 def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
     if not isinstance(entry, dict):
         raise TenancyError(f"tenants[{index}] must be a mapping")
@@ -139,6 +150,8 @@ def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
             max_sandboxes=int(entry.get("max_sandboxes", 1000)),
             create_rate_per_s=float(entry.get("create_rate_per_s", 100.0)),
             create_burst=int(entry.get("create_burst", 1000)),
+            max_prepared_images=_limit(entry, "max_prepared_images"),
+            max_prepared_sandboxes=_limit(entry, "max_prepared_sandboxes"),
         )
         digests = [str(d).lower() for d in entry["token_sha256"]]
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
@@ -152,6 +165,8 @@ def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
         or not math.isfinite(tenant.create_rate_per_s)
         or tenant.create_rate_per_s <= 0
         or tenant.create_burst < 1
+        or tenant.max_prepared_images < 1
+        or tenant.max_prepared_sandboxes < 1
     ):
         raise TenancyError(f"tenants[{index}]: limits must be finite and positive")
     if not digests or any(len(d) != 64 for d in digests):

@@ -16,7 +16,12 @@ each on a fresh stack:
   rollouts does.
 
 ``--modes operator`` runs the same with an operator's standing request (an
-``ImagePreparation`` created in Sandman's namespace directly) instead of the facade.
+``ImagePreparation`` created in Sandman's namespace directly) instead of the facade;
+``announced-min`` is ``announced`` with the controller's spread over spare room off
+(``--spread-images-per-node 0``: only ``ceil(count / start-queue cap)`` nodes per image), to
+measure what the spread buys in the same series. The announced modes fire when
+``wait_ready(1.0)`` returns *and* every planned node holds its image (the spread's pulls
+finished: nothing is pulling when the burst starts); both times are reported.
 
 Per mode: time to all-Ready, requested→Ready percentiles, pulls per image and the most pulls
 of one image in flight at once (simcluster's pull accounting, all nodes), the preparation's
@@ -58,8 +63,9 @@ from simcluster.profile import load_profile
 __all__ = ["MODES", "PREPARING", "ImageMixSettings", "ModeResult", "main", "run_series"]
 
 MODES = ("preloaded", "unprepared", "announced")
-#: Modes that prepare before the burst (besides the series' default three: ``operator``).
-PREPARING = ("announced", "operator")
+#: Modes that prepare before the burst (besides the series' default three: ``operator``,
+#: ``announced-min``).
+PREPARING = ("announced", "announced-min", "operator")
 TENANT, TOKEN = "bench", "bench-token-0123456789abcdef"
 
 
@@ -104,6 +110,8 @@ class ModeResult:
     peak_pulls_of_one_image: float  # over the whole run (preparation included)
     prepare_s: float = math.nan
     prepare_pulls: float = 0.0
+    #: Announced modes: seconds until every planned node held its image (after ready).
+    settled_s: float = math.nan
     #: The node agents' process (one core per node): RSS at the end, CPU over the run.
     agents_rss_mib: float = math.nan
     agents_cpu_s: float = math.nan
@@ -127,6 +135,7 @@ def _stack(s: ImageMixSettings, mode: str, workdir: Path) -> StackSettings:
             "10",
             "--max-pulls-per-image",
             str(s.max_pulls_per_image),
+            *(("--spread-images-per-node", "0") if mode == "announced-min" else ()),
         ),
         tenants=(TENANT,),
         tenant_tokens={TENANT: TOKEN},
@@ -150,8 +159,9 @@ def _peak(text: str) -> float:
     return max((float(m[2]) for m in _PEAK.finditer(text)), default=0.0)
 
 
-async def _announce(s: ImageMixSettings, stack: Stack, owner: str, say: Any) -> float:
-    """The trainer's announcement through the SDK; seconds until ``wait_ready(1.0)``."""
+async def _announce(s: ImageMixSettings, stack: Stack, owner: str, say: Any) -> tuple[float, float]:
+    """The trainer's announcement through the SDK; seconds until ``wait_ready(1.0)`` and
+    until every planned node holds its image."""
     start = time.monotonic()
     client = AsyncSandman(stack.url, TOKEN, owner=owner, lease_s=None, release_on_exit=False)
     async with client:
@@ -165,9 +175,28 @@ async def _announce(s: ImageMixSettings, stack: Stack, owner: str, say: Any) -> 
                 bar.update(prep.view.sandboxes_ready, f"phase {prep.view.phase} eta {eta}")
                 continue
             bar.close(prep.view.sandboxes_ready)
-            return time.monotonic() - start
+            ready = time.monotonic() - start
+            return ready, await _settled(s, prep, start, say)
     bar.close(0)
     say("the announcement did not get ready in time")
+    return math.nan, math.nan
+
+
+async def _settled(s: ImageMixSettings, prep: Any, start: float, say: Any) -> float:
+    """Seconds (from ``start``) until every planned node of every image holds it."""
+    planned = sum(i.nodes_planned for i in prep.view.images)
+    bar = Progress("planned nodes holding their image", planned)
+    while time.monotonic() - start < s.prepare_timeout_s:
+        images = prep.view.images
+        held = sum(min(i.nodes_ready, i.nodes_planned) for i in images)
+        bar.update(held, f"of {sum(i.nodes_planned for i in images)} planned")
+        if all(i.nodes_ready >= i.nodes_planned for i in images):
+            bar.close(held)
+            return time.monotonic() - start
+        await asyncio.sleep(1.0)
+        await prep.refresh()
+    bar.close(0)
+    say("the spread's pulls did not finish in time: firing anyway")
     return math.nan
 
 
@@ -263,10 +292,10 @@ async def run_mode(s: ImageMixSettings, mode: str, say: Any) -> ModeResult:
             admin_settings, kubeconfig=str(stack.kubeconfig)
         ) as admin:
             metrics = MetricsReader(stack.kubeconfig)
-            prepare_s, pulls_before = math.nan, _pulls(await metrics.text())
-            if mode == "announced":
+            prepare_s, settled_s, pulls_before = math.nan, math.nan, _pulls(await metrics.text())
+            if mode in ("announced", "announced-min"):
                 say("announcing every image through POST /v1/prepare")
-                prepare_s = await _announce(s, stack, owner, say)
+                prepare_s, settled_s = await _announce(s, stack, owner, say)
             elif mode == "operator":
                 say("preparing: an operator's ImagePreparation for every image")
                 prepare_s = await _prepare(s, admin, say)
@@ -301,6 +330,7 @@ async def run_mode(s: ImageMixSettings, mode: str, say: Any) -> ModeResult:
         images_pulled=len(pulled),
         peak_pulls_of_one_image=_peak(text),
         prepare_s=prepare_s,
+        settled_s=settled_s,
         prepare_pulls=sum(at_burst.get(i, 0.0) - pulls_before.get(i, 0.0) for i in at_burst),
         agents_rss_mib=rss,
         agents_cpu_s=cpu,
@@ -344,6 +374,8 @@ def report(s: ImageMixSettings, results: list[ModeResult]) -> str:
     ]
     for r in results:
         prep = "—" if math.isnan(r.prepare_s) else f"{r.prepare_s:.1f} s, {r.prepare_pulls:.0f}"
+        if not math.isnan(r.settled_s):
+            prep += f" (all planned nodes: {r.settled_s:.1f} s)"
         lines.append(
             f"| {r.mode} | {r.all_ready_s:.1f} | {r.all_ready_s / base:.2f}x | "
             f"{r.lower_bound_s:.1f} ({r.bound_by}) | "

@@ -146,7 +146,9 @@ async def _prepare(client: AsyncSandman, args: argparse.Namespace) -> int:
     print(f"{view.phase} {ready} eta {eta}")
     for image in view.images:
         failed = f" failed on {len(image.failures)}" if image.failures else ""
-        print(f"  {image.image}: {image.nodes_ready}/{image.nodes_wanted} nodes{failed}")
+        # ready / wanted (the minimum the count needs), and planned (with the spread)
+        nodes = f"{image.nodes_ready}/{image.nodes_wanted} nodes, {image.nodes_planned} planned"
+        print(f"  {image.image}: {nodes}{failed}")
     return 0
 
 

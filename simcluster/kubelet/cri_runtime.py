@@ -16,8 +16,16 @@ hands out is a loopback address of its own (127.x.y.z) which the daemon binds th
 
 Volumes: ``hostPath`` is a CRI bind mount (read-only if the mount says so: how the daemon
 bundle reaches the container), ``emptyDir`` a per-pod host directory removed with the pod.
-Resource limits are not applied (cgroup v1 hybrid hosts; the simulator's admission does the
-accounting).
+Resource limits: a container's ``resources.limits`` become its CRI
+``LinuxContainerResources`` (CPU as a CFS quota over a 100 ms period, memory as the memory
+limit), which runc writes to the container's cgroup (``memory.limit_in_bytes`` on a cgroup v1
+host like this one, ``memory.max`` on v2); requests stay the simulator's admission
+accounting.
+
+Nodes: one runtime serves every simulated node over the one containerd (a cluster of N
+``cri`` nodes is N kubelets sharing it); each pod still gets its own loopback address from
+its node's range, so the daemons never collide. One image store serves all of them: an image
+the agent of one node pulled is present on every node (a real cluster has a store per node).
 
 Readiness probes are the process runtime's (HTTP GET or TCP connect to the pod IP). Exits are
 noticed by one poller per runtime (``ListContainers`` filtered on ``EXITED`` every
@@ -49,6 +57,8 @@ OWNER_LABEL = "simcluster.io/runtime"
 #: The host's network (no CNI; the pod IP is a loopback address); a PID namespace per
 #: container, so the daemon is PID 1 as in a pod without shareProcessNamespace.
 _NAMESPACES = api_pb2.NamespaceOption(network=api_pb2.NODE, pid=api_pb2.CONTAINER)
+#: The kubelet's CFS period (100 ms).
+_CFS_PERIOD_US = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,9 +226,10 @@ class CriRuntime:
             log_path=f"{c.name}.log",
             labels={OWNER_LABEL: self.instance},
             linux=api_pb2.LinuxContainerConfig(
+                resources=_resources(c),
                 security_context=api_pb2.LinuxContainerSecurityContext(
                     namespace_options=_NAMESPACES
-                )
+                ),
             ),
         )
         request = api_pb2.CreateContainerRequest(
@@ -281,6 +292,20 @@ class CriRuntime:
                     )
                     self._exits[uid] = (name, int(status.status.exit_code))
                     break
+
+
+def _resources(c: Container) -> api_pb2.LinuxContainerResources | None:
+    """The container's limits as the kubelet passes them (a CFS quota per 100 ms period for
+    CPU, with a floor of 1 ms as upstream's; memory in bytes); None without limits."""
+    if not c.cpu_limit_millis and not c.memory_limit_bytes:
+        return None
+    resources = api_pb2.LinuxContainerResources()
+    if c.cpu_limit_millis:
+        resources.cpu_period = _CFS_PERIOD_US
+        resources.cpu_quota = max(c.cpu_limit_millis * _CFS_PERIOD_US // 1000, 1000)
+    if c.memory_limit_bytes:
+        resources.memory_limit_in_bytes = c.memory_limit_bytes
+    return resources
 
 
 def _details(e: grpc.aio.AioRpcError) -> str:

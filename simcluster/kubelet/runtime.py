@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from simcluster.errors import SimclusterError
+from simcluster.quantity import to_milli, to_units
 
 __all__ = [
     "Container",
@@ -73,6 +74,9 @@ class Container:
     readiness: Probe | None = None
     mounts: tuple[Mount, ...] = ()
     working_dir: str = ""
+    #: ``resources.limits`` (0: none): what a runtime that runs real containers enforces.
+    cpu_limit_millis: int = 0
+    memory_limit_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +184,15 @@ def _mounts(spec: Mapping[str, Any], container: Mapping[str, Any]) -> tuple[Moun
     return tuple(out)
 
 
+def _limits(container: Mapping[str, Any]) -> tuple[int, int]:
+    """(CPU millicores, memory bytes) of ``resources.limits``; 0 where none is set. The API
+    server validated the quantities at create."""
+    limits = (container.get("resources") or {}).get("limits") or {}
+    cpu = to_milli(limits["cpu"]) if limits.get("cpu") is not None else 0
+    memory = to_units(limits["memory"]) if limits.get("memory") is not None else 0
+    return max(cpu, 0), max(memory, 0)
+
+
 def sandbox_from_pod(pod: Mapping[str, Any], ip: str, virtual: bool) -> Sandbox:
     meta, spec = pod["metadata"], pod["spec"]
     containers = []
@@ -198,9 +211,18 @@ def sandbox_from_pod(pod: Mapping[str, Any], ip: str, virtual: bool) -> Sandbox:
         )
         probe = _probe(c.get("readinessProbe"), ports)
         mounts = _mounts(spec, c)
+        cpu, memory = _limits(c)
         containers.append(
             Container(
-                c["name"], c.get("image", ""), argv, env, probe, mounts, c.get("workingDir", "")
+                c["name"],
+                c.get("image", ""),
+                argv,
+                env,
+                probe,
+                mounts,
+                c.get("workingDir", ""),
+                cpu_limit_millis=cpu,
+                memory_limit_bytes=memory,
             )
         )
     return Sandbox(

@@ -4,12 +4,16 @@ nobody else's pods touched."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 
 import pytest
 
 from controller.gc import GCSettings
 from kube import EVENTS, LEASES, NODES, PODS, KubeClient
+from kube.errors import AlreadyExists
+from kube.preparation import CRD, IMAGE_PREPARATIONS
+from kube.resources import Resource
 from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import bound, cluster_of, controller, create_sandboxes, sandboxes
 from tests.support.kube import inject
@@ -18,6 +22,7 @@ from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CRD", False)
 FAST_GC = GCSettings(
     interval_s=0.1, terminal_retention_s=0.5, pending_deadline_s=2.0, node_gone_grace_s=0.3
 )
@@ -181,6 +186,43 @@ async def test_owner_lease_expiry_deletes_that_owners_sandboxes(
             ("Lease", "crashed")
         ]
         assert "5 sandboxes of owner crashed" in events[0]["message"]
+
+
+@pytest.mark.parametrize("cluster_settings", [cluster_of(1)])
+async def test_owner_lease_expiry_deletes_that_owners_image_announcements(
+    cluster: EmbeddedCluster, client: KubeClient
+) -> None:
+    """A crashed trainer's announcements (labelled with its owner, as the facade labels
+    them) go with its sandboxes when its Lease expires, not at their ttl; a live owner's and
+    an unowned one stay."""
+    with contextlib.suppress(AlreadyExists):
+        await client.create(CRDS, CRD)
+    for name, owner in (("p-crashed", "crashed"), ("p-alive", "alive"), ("p-none", None)):
+        labels = {"sandman.io/owner": owner} if owner else {}
+        body = {"apiVersion": "sandman.io/v1alpha1", "kind": "ImagePreparation",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"images": [{"image": "r.local/x:1", "count": 1}]}}  # fmt: skip
+        await client.create(IMAGE_PREPARATIONS, body, "default")
+    async with controller(cluster, gc=FAST_GC) as ctl:
+        await owned(client, 1, "crashed")
+        await owned(client, 1, "alive")
+
+        async def crashed_announcement_gone() -> bool:
+            await client.patch(LEASES, "alive", {"spec": {"renewTime": micro_now()}}, "default")
+            left = await client.list(IMAGE_PREPARATIONS, "default")
+            return "p-crashed" not in {o["metadata"]["name"] for o in left["items"]}
+
+        await wait_until_async(crashed_announcement_gone, interval_s=0.2)
+        left = await client.list(IMAGE_PREPARATIONS, "default")
+        assert {o["metadata"]["name"] for o in left["items"]} == {"p-alive", "p-none"}
+        assert deleted(ctl, "owner-expired") == 1
+
+        async def event() -> list[str]:
+            items = (await client.list(EVENTS, "default"))["items"]
+            return [e["message"] for e in items if e["involvedObject"]["name"] == "crashed"]
+
+        messages = await wait_until_async(event)
+        assert "1 sandboxes of owner crashed and 1 image preparations" in messages[0]
 
 
 def micro_now() -> str:

@@ -14,6 +14,7 @@ import contextlib
 import datetime as dt
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -96,8 +97,9 @@ async def status(client: KubeClient, name: str, ns: str = "default") -> dict[str
     return (await client.get(IMAGE_PREPARATIONS, name, ns)).get("status") or {}
 
 
+# No spread (rule 7) unless a test asks for it: the minimum plan is what most tests check.
 FAST_PREP = PreparerSettings(decide_interval_s=0.1, resync_s=1.0, node_write_interval_s=0.1,
-                             status_interval_s=0.1)  # fmt: skip
+                             status_interval_s=0.1, spread_images_per_node=0)  # fmt: skip
 
 
 @contextlib.asynccontextmanager
@@ -157,6 +159,20 @@ async def test_enough_nodes_for_the_count_spread_with_progress(
         got = await wait_until_async(lambda: _phase(client, "step", "Ready"), timeout_s=10)
         assert [(i["nodesReady"], i["sandboxesReady"]) for i in got["images"]] == [(3, 12), (1, 3)]
         assert got["readyAt"]
+
+
+async def test_with_room_an_image_is_spread_over_a_node_per_sandbox(
+    cluster: EmbeddedCluster, client: KubeClient, agents: list[str]
+) -> None:
+    """Rule 7: 6 nodes with room, an image for 4 sandboxes goes to 4 nodes (the minimum is
+    1); progress still counts the minimum, so "ready enough" does not wait for the spread."""
+    image = "registry.local/task-s:1"
+    async with running(cluster, replace(FAST_PREP, spread_images_per_node=16)):
+        await request(client, "wide", {"images": [{"image": image, "count": 4}]})
+        plan = await wait_until_async(lambda: _planned_more(client, image, 4), timeout_s=10)
+        assert len(holders(plan, image)) == 4
+        got = await wait_until_async(lambda: _phase(client, "wide", "Preparing"))
+        assert [(i["nodesWanted"], i["nodesPlanned"]) for i in got["images"]] == [(1, 4)]
 
 
 async def _phase(client: KubeClient, name: str, phase: str) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -68,9 +69,10 @@ async def test_announced_images_get_ready_and_sandboxes_land_on_them(
         obj = await kube.get(IMAGE_PREPARATIONS, prep.id, "sandman-dev")
         assert obj["metadata"]["labels"]["sandman.io/owner"] == owner
         assert obj["spec"]["expiresAt"]
-        # Sandboxes of the announced image start where it already is (no pull).
+        # Sandboxes of the announced image start where it already is (no pull). The spread
+        # (rule 7) may make more nodes hold it meanwhile: compare with the holders after.
         sandboxes = await client.create_many(4, a, timeout_s=60)
-        assert {s.view.node for s in sandboxes} <= holders
+        assert {s.view.node for s in sandboxes} <= await _holders(kube, a)
         again = await client.get_preparation(prep.id)
         assert again.id == prep.id and again.view.phase == "Ready"
 
@@ -110,7 +112,8 @@ def test_cli_prepare(stack: Stack, owner: str, capsys: pytest.CaptureFixture[str
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("prep-") and out[1].startswith("Ready 100% of 3 sandboxes")
     assert cli_main(["prepare", *conn, "--status", out[0]]) == 0
-    assert f"{image}: 1/1 nodes" in capsys.readouterr().out
+    # 1 node wanted for 3 sandboxes; the spread plans up to 3, ready one by one
+    assert re.search(rf"{re.escape(image)}: [1-3]/1 nodes, [1-3] planned", capsys.readouterr().out)
     with pytest.raises(SystemExit, match="invalid_image_count"):
         cli_main(["prepare", *conn, f"{image}=many"])
 

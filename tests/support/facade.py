@@ -65,13 +65,14 @@ def write_config(path: Path, token: str, **tenant: object) -> Path:
 
 @contextlib.asynccontextmanager
 async def live_facade(
-    kubeconfig: Path, settings: FacadeSettings, workdir: Path
+    kubeconfig: Path, settings: FacadeSettings, workdir: Path, **tenant: object
 ) -> AsyncIterator[LiveFacade]:
-    """A started, synced facade (tenant namespace created) and a client session to it."""
+    """A started, synced facade (tenant namespace created) and a client session to it;
+    ``tenant``: entries of the tenant's configuration beyond :func:`write_config`'s."""
     async with await KubeClient.connect(FAST, kubeconfig=str(kubeconfig)) as client:
         await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     token = secrets.token_urlsafe(16)
-    config = load_config(write_config(workdir / "facade.yaml", token))
+    config = load_config(write_config(workdir / "facade.yaml", token, **tenant))
     facade = Facade(replace(settings, kubeconfig=str(kubeconfig)), config)
     await facade.start()
     try:

@@ -168,7 +168,10 @@ class BatchResult(msgspec.Struct, kw_only=True):
 
 class OwnerReleased(msgspec.Struct, kw_only=True):
     owner: str
+    #: Sandboxes released.
     released: int
+    #: Image announcements (``POST /v1/prepare``) of the owner deleted with them.
+    preparations: int = 0
 
 
 class LeaseRenewal(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
