@@ -29,7 +29,7 @@ import logging
 import re
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import unquote, unquote_to_bytes
 
@@ -272,10 +272,23 @@ class HttpServer:
         self._tasks: set[asyncio.Task[None]] = set()  # one per connection, from its accept
         self._connections: dict[asyncio.Task[None], _Channel] = {}  # once its streams exist
 
-    async def start(self, host: str, port: int) -> int:
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._listener = socket.create_server((host, port), family=family, backlog=128)
+    async def start(
+        self,
+        host: str,
+        port: int,
+        listener: socket.socket | None = None,
+        adopted: Sequence[socket.socket] = (),
+    ) -> int:
+        """Listen on (host, port), or on `listener` if it is already bound there, and serve
+        `adopted` first: connections accepted on it before this server ran, unread
+        (``early.EarlyListener``). Returns the port."""
+        if listener is None:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            listener = socket.create_server((host, port), family=family, backlog=128)
+        self._listener = listener
         self._listener.setblocking(False)
+        for sock in adopted:
+            self._serve_accepted(sock)
         self._acceptor = asyncio.ensure_future(self._accept_loop(self._listener))
         return int(self._listener.getsockname()[1])
 
@@ -305,11 +318,14 @@ class HttpServer:
                 self._evict_idle()
                 await asyncio.sleep(0.05)
                 continue
-            overflow = not self._make_room()
-            task = asyncio.ensure_future(self._serve_socket(sock, overflow))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._serve_accepted(sock)
             await asyncio.sleep(0)  # let an evicted connection close before the next accept
+
+    def _serve_accepted(self, sock: socket.socket) -> None:
+        overflow = not self._make_room()
+        task = asyncio.ensure_future(self._serve_socket(sock, overflow))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _serve_socket(self, sock: socket.socket, overflow: bool) -> None:
         try:

@@ -15,11 +15,13 @@ so it works in a rootfs without ``/bin/sh`` or a libc (docs/daemon-bundle.md).
 
 from __future__ import annotations
 
-import platform
-from collections.abc import Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the daemon imports this module before it binds (daemon/sandbox/early.py):
+    from collections.abc import Sequence  # annotations only, so no import cost at start
 
 __all__ = [
     "BUNDLE_MOUNT",
+    "DAEMON_HOST",
     "DAEMON_PORT",
     "ENTRY_MODULE",
     "EXECUTABLE",
@@ -34,6 +36,9 @@ __all__ = [
 
 DAEMON_PORT = 8790
 """The daemon's TCP port in every sandbox: container port, readiness probe, facade proxy."""
+
+DAEMON_HOST = "0.0.0.0"
+"""The address the daemon listens on by default: every interface of the pod."""
 
 BUNDLE_MOUNT = "/sandman"
 """Where a sandbox container sees the bundle (a read-only volume)."""
@@ -61,6 +66,8 @@ class UnknownMachine(ValueError):
 
 def loader_name(machine: str | None = None) -> str:
     """The dynamic loader's file name for `machine` (default: this host)."""
+    import platform  # here, not at the top: ~10 ms the daemon would pay before it binds
+
     machine = machine or platform.machine()
     try:
         return LOADERS[machine]

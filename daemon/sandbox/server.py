@@ -15,8 +15,9 @@ import logging
 import os
 import re
 import resource
+import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
 
 import msgspec
@@ -137,11 +138,17 @@ class SandboxDaemon:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start(self) -> int:
+    async def start(
+        self, listener: socket.socket | None = None, adopted: Sequence[socket.socket] = ()
+    ) -> int:
+        """Serve on the settings' address, or on `listener` already bound to it with the
+        connections `adopted` that were accepted on it during start-up (``early``)."""
         sanitize_environment(os.environ)
         scrub_environment_block()
         self.supervisor.install()
-        self.port = await self._http.start(self.settings.host, self.settings.port)
+        self.port = await self._http.start(
+            self.settings.host, self.settings.port, listener, adopted
+        )
         return self.port
 
     async def serve_until_stopped(self) -> None:

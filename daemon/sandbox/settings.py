@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from sandman.wire.keepalive import DAEMON_IDLE_S
 
-from .layout import DAEMON_PORT
+from .layout import DAEMON_HOST, DAEMON_PORT
 
 __all__ = ["DaemonSettings", "ExtractLimits"]
 
@@ -20,7 +20,7 @@ MiB = 1024 * 1024
 @dataclass(frozen=True, slots=True)
 class DaemonSettings:
     token: str
-    host: str = "0.0.0.0"
+    host: str = DAEMON_HOST
     port: int = DAEMON_PORT
     workdir: str | None = None
     """Directory relative file paths resolve against (default: the daemon's cwd)."""

@@ -12,9 +12,16 @@ separate process and binds them. Reported, for the controller process alone (psu
   which includes the watch events the binds cause (bound pods, then their status updates);
 - RSS at the end, holding every pod and node in its caches (target <= 250 MB at 12,000
   sandboxes and 400 nodes);
-- API writes per sandbox by the controller, from simcluster's ``apiserver_request_total``.
+- API writes per sandbox by the controller, from simcluster's ``apiserver_request_total``;
+- planning time per placement (the scheduler's share of that CPU: the controller's own
+  ``sandman_plan_duration_seconds`` sum over the pods it planned, read from its ``/metrics``);
+- RSS when the first bind is sent (the informers hold every pending pod and every node by
+  then, so this less the RSS of a controller over an empty cluster is the informers' memory
+  at that size; the growth between sizes is what the series is for).
 
-Defaults are the issue's sizes; ``--pods 2000 --nodes 50`` is a quick run.
+Defaults are the issue's sizes; ``--pods 2000 --nodes 50`` is a quick run. Scale series
+(issue 16): ``--pods 12000 --nodes 480``, ``--pods 25000 --nodes 1000``, ``--pods 50000
+--nodes 2000`` (25 sandboxes per node each, so only the size changes).
 """
 
 from __future__ import annotations
@@ -25,8 +32,10 @@ import re
 import sys
 import time
 
+import aiohttp
 import psutil
 
+from devstack.rootfs import free_port
 from kube import PODS, ClientSettings, KubeClient
 from simcluster.apiserver import ServerSettings
 from simcluster.cluster import ClusterSettings
@@ -106,6 +115,16 @@ def _write_breakdown(cluster: EmbeddedCluster) -> str:
     return ", ".join(sorted(parts))
 
 
+async def _planning(health_port: int) -> tuple[float, float]:
+    """(seconds spent planning, pods planned) from the controller's own histograms."""
+    url = f"http://127.0.0.1:{health_port}/metrics"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        text = await response.text()
+    sums = dict(re.findall(r"^(sandman_plan_\w+_sum) (\S+)$", text, re.MULTILINE))
+    planned = float(sums["sandman_plan_batch_pods_sum"])
+    return float(sums["sandman_plan_duration_seconds_sum"]), planned
+
+
 async def _run(a: argparse.Namespace) -> None:
     settings = ClusterSettings(
         server=ServerSettings(),
@@ -121,6 +140,7 @@ async def _run(a: argparse.Namespace) -> None:
             await _create(c, a.pods)
             _say("starting the controller process")
             profile = ("-m", "cProfile", "-o", a.profile) if a.profile else ()
+            health_port = free_port()
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 *profile,
@@ -132,7 +152,7 @@ async def _run(a: argparse.Namespace) -> None:
                 "--health-host",
                 "127.0.0.1",
                 "--health-port",
-                "0",
+                str(health_port),
                 "--qps",
                 "0",
                 "--progress-interval",
@@ -146,6 +166,7 @@ async def _run(a: argparse.Namespace) -> None:
                     await asyncio.sleep(0.01)
                 start_cpu = ps.cpu_times()
                 start = time.perf_counter()
+                rss_first_bind = ps.memory_info().rss
                 last = 0.0
                 while (n := _writes(cluster, binds_only=True)) < a.pods:
                     await asyncio.sleep(0.05)
@@ -155,6 +176,7 @@ async def _run(a: argparse.Namespace) -> None:
                 wall = time.perf_counter() - start
                 end_cpu = ps.cpu_times()
                 rss = ps.memory_info().rss
+                plan_s, planned = await _planning(health_port)
             finally:
                 proc.terminate()
                 await proc.wait()
@@ -169,6 +191,9 @@ async def _run(a: argparse.Namespace) -> None:
     print(f"controller RSS at the end: {rss / 2**20:.0f} MiB")
     print(f"API writes by the controller: {writes:.0f} = {writes / a.pods:.2f} per sandbox")
     print(f"  ({breakdown})")
+    per_placement_us = plan_s / planned * 1e6
+    print(f"planning: {plan_s:.2f} s for {planned:.0f} pods = {per_placement_us:.1f} us each")
+    print(f"controller RSS at the first bind: {rss_first_bind / 2**20:.0f} MiB")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,3 +35,5 @@ def test_burst_bench_runs_and_prints_its_figures() -> None:
     assert "binds/s sustained" in lines[1]
     assert "per 1,000 binds" in lines[2] and "RSS" in lines[3]
     assert lines[4] == "API writes by the controller: 100 = 1.00 per sandbox"
+    assert lines[6].startswith("planning: ") and lines[6].endswith(" us each")
+    assert lines[7].startswith("controller RSS at the first bind: ")

@@ -249,6 +249,6 @@ async def test_sigterm_exits_cleanly_with_a_background_child_running(
 def test_measure_startup_reports_figures(bundle_dir: Path, rootfs: Path) -> None:
     figures = measure_startup(bundle_dir, runs=2, rootfs=rootfs, idle_s=0.2)
     assert len(figures.start_to_healthy_s) == 2
-    assert 0 < figures.median_s < 20
+    assert 0 < figures.median_s <= figures.p90_s <= figures.max_s < 20
     assert figures.idle_rss_bytes > 1 * 2**20
     assert figures.bundle_bytes > 1 * 2**20

@@ -84,6 +84,30 @@ async def test_list_watch_indexes_and_handlers(client: KubeClient) -> None:
         assert [o["metadata"]["name"] for o in inf.cache.by_index("node", "n1")] == ["p1"]
 
 
+@pytest.mark.parametrize("cluster_settings", [ServerSettings(history=2)])
+async def test_a_continue_token_expiring_mid_list_falls_back_to_one_full_list(
+    client: KubeClient,
+) -> None:
+    """Writes elsewhere compact the history (2 events kept) while the pods are listed one per
+    page: every continue token expires. Starting the pages over would expire again, forever;
+    one unpaginated list is consistent by itself."""
+    for i in range(12):
+        await client.create(PODS, pod(f"p{i}"), "default")
+    await client.create(LEASES, {"metadata": {"name": "churn"}, "spec": {}}, "default")
+    inf = Informer(client, PODS, namespace="default", settings=InformerSettings(page_size=1))
+
+    async def churn() -> None:
+        for i in range(10_000):
+            await client.patch(LEASES, "churn", {"metadata": {"labels": {"i": str(i)}}}, "default")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(churn)
+        async with running(inf):
+            tg.cancel_scope.cancel()
+    assert sorted(inf.cache.list_keys()) == sorted(f"default/p{i}" for i in range(12))
+    assert inf.stats.full_lists_on_expired >= 1
+
+
 async def test_dropped_watch_resumes_without_relist(client: KubeClient) -> None:
     inf = Informer(client, PODS, namespace="default")
     async with running(inf):
