@@ -89,7 +89,8 @@ class Cluster:
         if settings.runtime == "cri" and not settings.cri_socket:
             raise SimclusterError("the cri runtime needs cri_socket (containerd's socket)")
         self.settings = settings
-        #: The profile's nodes in order; nodes added beyond them get ``settings.node``.
+        #: The profile's nodes in order; a node added beyond them (``add_nodes`` later) is
+        #: one more node of the last pool, without other tenants (they are placed at start).
         self.plan = settings.node_plan()
         #: Node name -> the share of it other tenants hold (0: no tenant pod there).
         self.foreign: dict[str, float] = {}
@@ -169,7 +170,7 @@ class Cluster:
                 client = LocalClient(
                     self.server.dispatcher, User(f"system:node:{name}", ("system:nodes",))
                 )
-                planned = self.plan[i] if i < len(self.plan) else None
+                planned = self._planned(i)
                 if planned is not None and planned.foreign_fraction > 0:
                     self.foreign[name] = planned.foreign_fraction
                 runtime, node = self._runtime_of(i, planned)
@@ -195,6 +196,11 @@ class Cluster:
                 self._write_cri_index()
             if progress is not None:
                 progress(f"nodes ready: {len(self.kubelets)}/{start + count}")
+
+    def _planned(self, i: int) -> PlannedNode | None:
+        if i < len(self.plan):
+            return self.plan[i]
+        return replace(self.plan[-1], foreign_fraction=0.0) if self.plan else None
 
     def _runtime_of(self, i: int, planned: PlannedNode | None) -> tuple[Runtime, NodeSettings]:
         node = planned.node if planned is not None else self.settings.node

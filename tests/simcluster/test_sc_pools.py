@@ -172,3 +172,7 @@ def test_a_pooled_cluster_registers_each_pool(tmp_path: Path) -> None:
         v1.create_namespaced_pod("t", _bound("guest", "node-2", tolerations=[toleration]))
         wait_until(lambda: _phase(v1, "intruder") == "Failed" and _phase(v1, "guest") == "Running")
         assert v1.read_namespaced_pod("intruder", "t").status.reason == "TaintToleration"
+        cluster.call(lambda: cluster.cluster.add_nodes(1))  # type: ignore[union-attr]
+        added = v1.read_node("node-5")  # one more of the last pool, without other tenants
+        assert added.metadata.labels[POOL_LABEL] == "busy" and "node-5" not in held
+        assert len(v1.list_namespaced_pod("simcluster-tenants").items) == 2
