@@ -27,6 +27,7 @@ from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
 from simcluster.kubelet.runtime import Runtime, VirtualRuntime
 from simcluster.kubelet.settings import NodeSettings
 from simcluster.network import PodNetwork
+from simcluster.pools import NodePool, PlannedNode, node_plan
 from simcluster.quantity import format_cpu, format_memory, to_milli, to_units
 
 __all__ = ["ADMIN", "RUNTIME_LABEL", "Cluster", "ClusterSettings"]
@@ -59,6 +60,23 @@ class ClusterSettings:
     #: The ``cri`` runtime's containerd socket (CRI RuntimeService and ImageService). Every
     #: node's pods run there, and ``cri-sockets.json`` points every node's agent at it.
     cri_socket: str = ""
+    #: Several node shapes (simcluster/pools.py), whose counts add up to ``nodes``; empty:
+    #: one unnamed pool of ``nodes`` nodes of ``node`` holding ``foreign_fraction`` of each node.
+    pools: tuple[NodePool, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.pools and sum(p.count for p in self.pools) != self.nodes:
+            counts = " + ".join(str(p.count) for p in self.pools)
+            raise SimclusterError(f"nodes={self.nodes} but the pools hold {counts}")
+
+    def node_pools(self) -> tuple[NodePool, ...]:
+        if self.pools:
+            return self.pools
+        return (NodePool("", self.nodes, self.node, self.foreign_fraction),)
+
+    def node_plan(self) -> list[PlannedNode]:
+        """The nodes ``start`` creates, in order (other tenants' image preloaded as needed)."""
+        return node_plan(self.node_pools(), self.seed, TENANT_IMAGE)
 
 
 RUNTIMES = ("virtual", "process", "cri")
@@ -70,12 +88,12 @@ class Cluster:
             raise SimclusterError(f"unknown runtime {settings.runtime!r} ({', '.join(RUNTIMES)})")
         if settings.runtime == "cri" and not settings.cri_socket:
             raise SimclusterError("the cri runtime needs cri_socket (containerd's socket)")
-        if settings.foreign_fraction > 0 and TENANT_IMAGE not in settings.node.preloaded_images:
-            node = replace(
-                settings.node, preloaded_images=(*settings.node.preloaded_images, TENANT_IMAGE)
-            )
-            settings = replace(settings, node=node)
         self.settings = settings
+        #: The profile's nodes in order; a node added beyond them (``add_nodes`` later) is
+        #: one more node of the last pool, without other tenants (they are placed at start).
+        self.plan = settings.node_plan()
+        #: Node name -> the share of it other tenants hold (0: no tenant pod there).
+        self.foreign: dict[str, float] = {}
         self.workdir = workdir
         self.server = ApiServer(settings.server)
         self.kubelets: dict[str, Kubelet] = {}
@@ -131,7 +149,7 @@ class Cluster:
             )
         say(f"API server at {self.server.url}")
         await self.add_nodes(self.settings.nodes, progress)
-        if self.settings.foreign_fraction > 0 and self.kubelets:
+        if any(self.foreign.values()):
             await self._foreign_pods(say)
         for kind, handler in (
             ("node-not-ready", self._fault_not_ready),
@@ -152,7 +170,10 @@ class Cluster:
                 client = LocalClient(
                     self.server.dispatcher, User(f"system:node:{name}", ("system:nodes",))
                 )
-                runtime, node = self._runtime_of(i)
+                planned = self._planned(i)
+                if planned is not None and planned.foreign_fraction > 0:
+                    self.foreign[name] = planned.foreign_fraction
+                runtime, node = self._runtime_of(i, planned)
                 k = Kubelet(
                     name,
                     i,
@@ -176,8 +197,13 @@ class Cluster:
             if progress is not None:
                 progress(f"nodes ready: {len(self.kubelets)}/{start + count}")
 
-    def _runtime_of(self, i: int) -> tuple[Runtime, NodeSettings]:
-        node = self.settings.node
+    def _planned(self, i: int) -> PlannedNode | None:
+        if i < len(self.plan):
+            return self.plan[i]
+        return replace(self.plan[-1], foreign_fraction=0.0) if self.plan else None
+
+    def _runtime_of(self, i: int, planned: PlannedNode | None) -> tuple[Runtime, NodeSettings]:
+        node = planned.node if planned is not None else self.settings.node
         if self.process_runtime is None or self.process_runtime is self.runtime:
             return self.runtime, node
         if i >= self.settings.process_nodes:
@@ -217,35 +243,50 @@ class Cluster:
         await self._ensure(("namespaces", "", {"metadata": {"name": ns}}))
 
     async def _foreign_pods(self, say: Progress) -> None:
-        """One pod per node from another tenant, holding ``foreign_fraction`` of it."""
+        """One pod per node from another tenant, holding that node's foreign share of it."""
         await self._ensure_namespace(TENANTS_NS)
-        f = self.settings.foreign_fraction
-        node = self.settings.node
-        cpu = format_cpu(int(to_milli(node.cpu) * f))
-        mem = format_memory(int(to_units(node.memory) * f) // 2**20 * 2**20)
-        for name in self.kubelets:
-            pod = {
-                "metadata": {
-                    "name": f"tenant-{name}",
-                    "labels": {VIRTUAL_LABEL: "true", "app": "other-tenant"},
-                },
-                "spec": {
-                    "nodeName": name,
-                    "containers": [
-                        {
-                            "name": "work",
-                            "image": TENANT_IMAGE,
-                            "resources": {"requests": {"cpu": cpu, "memory": mem}},
-                        }
-                    ],
-                },
-            }
-            await self._ensure(("pods", TENANTS_NS, pod))
-        total = len(self.kubelets)
+        for name, f in self.foreign.items():
+            if name in self.kubelets:
+                await self._ensure(("pods", TENANTS_NS, self._tenant_pod(name, f)))
+        total = len(self.foreign)
         while (running := self._tenants_running()) < total:
             say(f"other tenants' pods running: {running}/{total}")
             await asyncio.sleep(1.0)
-        say(f"other tenants hold {f:.0%} of every node ({cpu} CPU, {mem})")
+        for pool in self.settings.node_pools():
+            if pool.foreign_fraction > 0:
+                share = f"{pool.foreign_fraction:.0%}"
+                if pool.foreign_spread:
+                    share += f" ± {pool.foreign_spread:.0%}"
+                where = f"pool {pool.name}" if pool.name else "every node"
+                say(f"other tenants hold {share} of {where} ({self._share_text(pool)})")
+
+    def _tenant_pod(self, name: str, f: float) -> dict[str, Any]:
+        """Another tenant's pod, bound by name (no scheduler) and tolerating every taint, as
+        the workloads that own a node pool do."""
+        node = self.kubelets[name].settings
+        cpu, mem = _share(node, f)
+        return {
+            "metadata": {
+                "name": f"tenant-{name}",
+                "labels": {VIRTUAL_LABEL: "true", "app": "other-tenant"},
+            },
+            "spec": {
+                "nodeName": name,
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [
+                    {
+                        "name": "work",
+                        "image": TENANT_IMAGE,
+                        "resources": {"requests": {"cpu": cpu, "memory": mem}},
+                    }
+                ],
+            },
+        }
+
+    @staticmethod
+    def _share_text(pool: NodePool) -> str:
+        cpu, mem = _share(pool.node, pool.foreign_fraction)
+        return f"{cpu} CPU, {mem}" + (" per node on average" if pool.foreign_spread else "")
 
     def _tenants_running(self) -> int:
         pods = self.server.store.iter("/pods", TENANTS_NS)
@@ -329,3 +370,9 @@ class Cluster:
         msg = str(body.get("message", "The node was low on resource: memory."))
         await self.kubelets[node].evict(ns, name, msg)
         return {"pod": f"{ns}/{name}", "evicted": True}
+
+
+def _share(node: NodeSettings, f: float) -> tuple[str, str]:
+    """``f`` of the node's CPU and memory as quantities (memory in whole MiB)."""
+    cpu = format_cpu(int(to_milli(node.cpu) * f))
+    return cpu, format_memory(int(to_units(node.memory) * f) // 2**20 * 2**20)

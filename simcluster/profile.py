@@ -3,6 +3,10 @@
 Parsing is strict (an unknown key is a ``ProfileError`` naming it) so a typo in a latency
 never silently falls back to a default. ``override`` applies command-line changes such as
 ``nodes.count=10`` with the same checks.
+
+``pools`` (name -> the ``nodes`` keys that differ, plus ``count``) declares several node
+shapes; the ``nodes`` section then holds what they share, and ``pools.<name>.count=10``
+overrides one pool. A profile without pools is the single pool of ``nodes`` it always was.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from simcluster.cluster import ClusterSettings
 from simcluster.errors import BadRequest, SimclusterError
 from simcluster.kubelet.images import PullSettings
 from simcluster.kubelet.settings import NodeSettings
+from simcluster.pools import NodePool
 from simcluster.quantity import to_units
 
 __all__ = ["ProfileError", "builtin_profiles", "load_profile", "parse_profile"]
@@ -35,6 +40,7 @@ _TOP = {
     "kubeconfigs",
     "cri",
     "cri_socket",
+    "pools",
 }
 _API = {
     "history",
@@ -50,7 +56,9 @@ _NODES = {
     "count", "cpu", "memory", "max_pods", "labels", "taints", "foreign_fraction", "creation_rate",
     "creation_concurrency", "start_latency_s", "start_jitter_s", "lease_interval_s",
     "status_interval_s", "preloaded_images", "restart_backoff_s", "process_count",
+    "foreign_spread",
 }  # fmt: skip
+_POOL = _NODES - {"process_count"}  # the first nodes of the cluster, whatever their pool
 _IMAGES = {
     "pull_base_s",
     "pull_bandwidth",
@@ -134,49 +142,11 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
     _check("nodes", nodes, _NODES)
     _check("images", images, _IMAGES)
     try:
-        server = ServerSettings(
-            history=int(api.get("history", 10_000)),
-            watch_window_s=float(api.get("watch_window_s", 75)),
-            bookmark_interval_s=float(api.get("bookmark_interval_s", 60)),
-            watch_timeout_s=float(api.get("watch_timeout_s", 1800)),
-            write_latency_s=float(api.get("write_latency_s", 0)),
-            flowcontrol=dict(api.get("flowcontrol") or {}),
-            fault_seed=int(data.get("seed", 0)),
-            tls=bool(api.get("tls", True)),
-        )
-        server = _with_authorization(server, api)
-        pull = PullSettings(
-            base_s=float(images.get("pull_base_s", 0)),
-            bandwidth_bps=float(to_units(images.get("pull_bandwidth", 0))),
-            parallelism=int(images.get("pull_parallelism", 0)),
-            default_size=to_units(images.get("default_size", "100Mi")),
-            sizes={k: to_units(v) for k, v in (images.get("sizes") or {}).items()},
-            unpullable=tuple(images.get("unpullable", PullSettings().unpullable)),
-            size_patterns={k: to_units(v) for k, v in (images.get("size_patterns") or {}).items()},
-            disk_bytes=to_units(images.get("disk", 0)),
-            gc_high_percent=int(images.get("gc_high_percent", 85)),
-            gc_low_percent=int(images.get("gc_low_percent", 80)),
-            status_max_images=int(images.get("status_max_images", 50)),
-        )
-        node = NodeSettings(
-            cpu=str(nodes.get("cpu", "16")),
-            memory=str(nodes.get("memory", "64Gi")),
-            max_pods=int(nodes.get("max_pods", 110)),
-            labels=dict(nodes.get("labels") or {}),
-            taints=tuple(nodes.get("taints") or ()),
-            creation_rate=float(nodes.get("creation_rate", 0)),
-            creation_concurrency=int(nodes.get("creation_concurrency", 0)),
-            start_latency_s=float(nodes.get("start_latency_s", 0)),
-            start_jitter_s=float(nodes.get("start_jitter_s", 0)),
-            pull=pull,
-            preloaded_images=tuple(nodes.get("preloaded_images") or ()),
-            lease_interval_s=float(nodes.get("lease_interval_s", 10)),
-            status_interval_s=float(nodes.get("status_interval_s", 60)),
-            restart_backoff_s=float(nodes.get("restart_backoff_s", 10)),
-        )
+        node = _node(nodes, _pull(images))
+        pools = _pools(data.get("pools"), nodes, node)
         return ClusterSettings(
-            server=server,
-            nodes=int(nodes.get("count", 0)),
+            server=_server(api, int(data.get("seed", 0))),
+            nodes=sum(p.count for p in pools) if pools else int(nodes.get("count", 0)),
             node=node,
             runtime=str(data.get("runtime", "virtual")),
             process_nodes=int(nodes.get("process_count", 0)),
@@ -187,6 +157,99 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             ),
             cri=bool(data.get("cri", False)),
             cri_socket=str(data.get("cri_socket", "")),
+            pools=pools,
         )
     except (TypeError, ValueError, BadRequest) as e:
         raise ProfileError(f"invalid profile value: {e}") from e
+
+
+def _server(api: Mapping[str, Any], seed: int) -> ServerSettings:
+    server = ServerSettings(
+        history=int(api.get("history", 10_000)),
+        watch_window_s=float(api.get("watch_window_s", 75)),
+        bookmark_interval_s=float(api.get("bookmark_interval_s", 60)),
+        watch_timeout_s=float(api.get("watch_timeout_s", 1800)),
+        write_latency_s=float(api.get("write_latency_s", 0)),
+        flowcontrol=dict(api.get("flowcontrol") or {}),
+        fault_seed=seed,
+        tls=bool(api.get("tls", True)),
+    )
+    return _with_authorization(server, api)
+
+
+def _pull(images: Mapping[str, Any]) -> PullSettings:
+    return PullSettings(
+        base_s=float(images.get("pull_base_s", 0)),
+        bandwidth_bps=float(to_units(images.get("pull_bandwidth", 0))),
+        parallelism=int(images.get("pull_parallelism", 0)),
+        default_size=to_units(images.get("default_size", "100Mi")),
+        sizes={k: to_units(v) for k, v in (images.get("sizes") or {}).items()},
+        unpullable=tuple(images.get("unpullable", PullSettings().unpullable)),
+        size_patterns={k: to_units(v) for k, v in (images.get("size_patterns") or {}).items()},
+        disk_bytes=to_units(images.get("disk", 0)),
+        gc_high_percent=int(images.get("gc_high_percent", 85)),
+        gc_low_percent=int(images.get("gc_low_percent", 80)),
+        status_max_images=int(images.get("status_max_images", 50)),
+    )
+
+
+def _node(nodes: Mapping[str, Any], pull: PullSettings) -> NodeSettings:
+    return NodeSettings(
+        cpu=str(nodes.get("cpu", "16")),
+        memory=str(nodes.get("memory", "64Gi")),
+        max_pods=int(nodes.get("max_pods", 110)),
+        labels=dict(nodes.get("labels") or {}),
+        taints=tuple(nodes.get("taints") or ()),
+        creation_rate=float(nodes.get("creation_rate", 0)),
+        creation_concurrency=int(nodes.get("creation_concurrency", 0)),
+        start_latency_s=float(nodes.get("start_latency_s", 0)),
+        start_jitter_s=float(nodes.get("start_jitter_s", 0)),
+        pull=pull,
+        preloaded_images=tuple(nodes.get("preloaded_images") or ()),
+        lease_interval_s=float(nodes.get("lease_interval_s", 10)),
+        status_interval_s=float(nodes.get("status_interval_s", 60)),
+        restart_backoff_s=float(nodes.get("restart_backoff_s", 10)),
+    )
+
+
+def _pools(entries: Any, nodes: Mapping[str, Any], shared: NodeSettings) -> tuple[NodePool, ...]:
+    """Each pool is the ``nodes`` section with its own keys on top. Labels and preloaded
+    images add to the shared ones (``--set nodes.preloaded_images=...`` reaches every pool);
+    taints replace them (a pool says all of its taints in one place). Without pools, a
+    ``foreign_spread`` makes the single pool explicit; otherwise there are none."""
+    if entries is None:
+        if not nodes.get("foreign_spread"):
+            return ()
+        entries = {"": {}}
+    elif "count" in nodes:
+        raise ProfileError(
+            "nodes.count does not apply to a profile with pools: set pools.<name>.count"
+        )
+    if not isinstance(entries, Mapping) or not entries:
+        raise ProfileError("pools must be a non-empty mapping of pool name -> settings")
+    pools = []
+    for name, entry in entries.items():
+        entry = entry or {}
+        if not isinstance(entry, Mapping):
+            raise ProfileError(f"pools.{name}: must be a mapping of settings")
+        _check(f"pools.{name}", entry, _POOL)
+        merged = {
+            **nodes,
+            **entry,
+            "labels": {**(nodes.get("labels") or {}), **(entry.get("labels") or {})},
+            "preloaded_images": list(
+                dict.fromkeys(
+                    [*(nodes.get("preloaded_images") or ()), *(entry.get("preloaded_images") or ())]
+                )
+            ),
+        }
+        pools.append(
+            NodePool(
+                name=str(name),
+                count=int(merged.get("count", 0)),
+                node=_node(merged, shared.pull),
+                foreign_fraction=float(merged.get("foreign_fraction", 0)),
+                foreign_spread=float(merged.get("foreign_spread", 0)),
+            )
+        )
+    return tuple(pools)

@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="create sandbox pods through the Kubernetes API instead of the facade "
         "(measures controller + cluster without the facade)",
     )
+    p.add_argument("--classes", type=Path, metavar="FILE",
+                   help="sandbox classes and their shares of the requests (YAML list, "
+                   "load/burst/classes.py), e.g. load/burst/mixed-classes.yaml")  # fmt: skip
     p.add_argument("--batch", type=int, default=d.batch, help="sandboxes per facade request")
     p.add_argument("--baseline-sample", type=int, default=d.baseline_sample,
                    help="pods bound by the QPS-50 baseline binder (0: skip)")  # fmt: skip
@@ -52,13 +55,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_from_args(a: argparse.Namespace, command: str) -> int:
     from devstack.stack import StackError
+    from load.burst.classes import ClassesError, load_classes
     from load.burst.progress import say
     from load.burst.report import write_csv, write_markdown, write_plot
     from load.burst.run import run_burst
 
     out = Path(a.out or f"build/bench-burst/{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    try:
+        classes = load_classes(a.classes) if a.classes else ()
+    except ClassesError as e:
+        say(f"burst benchmark failed: {e}")
+        return 2
     settings = BurstSettings(
         out=out,
+        classes=classes,
         sandboxes=a.sandboxes,
         window_s=a.window,
         profile=a.profile,

@@ -96,6 +96,8 @@ class FacadeDriver:
     max_attempts: int = 20
     #: A per-task image mix: request k asks for ``images[k % len(images)]`` (else ``image``).
     images: tuple[str, ...] = ()
+    #: A class mix: request k asks for ``classes[k % len(classes)]`` (else the default).
+    classes: tuple[str, ...] = ()
     stats: FireStats = field(default_factory=FireStats)
     _session: aiohttp.ClientSession | None = None
 
@@ -112,7 +114,7 @@ class FacadeDriver:
     def _spec(self, k: int = 0) -> dict[str, Any]:
         return {
             "image": self.images[k % len(self.images)] if self.images else self.image,
-            "class": DEFAULT_CLASS,
+            "class": self.classes[k % len(self.classes)] if self.classes else DEFAULT_CLASS,
             "owner": self.owner,
             "ttl_s": DEFAULT_TTL_S,
         }

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from load.burst.analysis import MILESTONES, SandboxTimes, StageStats, count_series
+from load.burst.classes import Placement
 
 __all__ = ["BaselineResult", "BurstResult", "Check", "write_csv", "write_markdown", "write_plot"]
 
@@ -59,6 +60,7 @@ class BurstResult:
     cpu_s: dict[str, float] = field(default_factory=dict)  # process → CPU s, burst to Ready
     notes: list[str] = field(default_factory=list)
     baseline: BaselineResult | None = None
+    placement: Placement | None = None  # with --classes: sandboxes per class and pool
     checks: list[Check] = field(default_factory=list)
 
     @property
@@ -124,6 +126,9 @@ def write_markdown(r: BurstResult, path: Path) -> str:
             f"| {s.name} | {s.count:,} | {_f(s.p50, 3)} | {_f(s.p90, 3)} | "
             f"{_f(s.p99, 3)} | {_f(s.max, 3)} |"
         )
+    if r.placement is not None:
+        lines += ["", "Sandboxes per class and node pool (the pods, once all were Ready):", ""]
+        lines += [r.placement.markdown()]
     lines += ["", "Writes by Sandman's service account during the run (verb, resource, code):", ""]
     lines += [f"- {k}: {v:,.0f}" for k, v in r.write_breakdown.items()]
     if r.checks:

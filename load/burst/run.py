@@ -23,6 +23,7 @@ from kube.contract import LABEL_OWNER
 from load.burst import analysis as an
 from load.burst.baseline import BUCKET_BURST
 from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
+from load.burst.classes import Placement, census, class_sequence
 from load.burst.cluster import MetricsReader, count_pods
 from load.burst.driver import DirectDriver, Driver, FacadeDriver
 from load.burst.progress import Progress
@@ -49,6 +50,7 @@ class _Phase:
     left: int
     release_s: float
     cpu_s: dict[str, float]  # CPU seconds per process, first request → all Ready
+    placement: Placement | None  # with classes: where they landed, before the release
 
 
 def _stack_settings(s: BurstSettings) -> StackSettings:
@@ -66,6 +68,7 @@ def _stack_settings(s: BurstSettings) -> StackSettings:
         facade_replicas=0 if s.direct else 1,
         tenants=(TENANT,),
         tenant_tokens={TENANT: TOKEN},
+        extra_classes=tuple(dict(c.entry) for c in s.classes),
         max_sandboxes=20_000,
         create_rate_per_s=5_000,
         create_burst=12_000,
@@ -106,7 +109,10 @@ async def run_burst(s: BurstSettings, say: Say) -> BurstResult:
             if s.direct:
                 driver = DirectDriver(sandman, stack.namespace(), TENANT, owner, s.image)
             else:
-                driver = FacadeDriver(stack.url, stack.token, owner, s.image, s.batch)
+                driver = FacadeDriver(
+                    stack.url, stack.token, owner, s.image, s.batch,
+                    classes=class_sequence(s.classes),
+                )  # fmt: skip
             try:
                 phase = await _sandman_phase(s, admin, metrics, driver, owner, say, stack)
             finally:
@@ -136,6 +142,7 @@ async def _sandman_phase(
         cpu_before = _cpu_seconds(stack)
         await _burst(s, recorder, driver, s.sandboxes, s.ready_timeout_s)
         cpu = {k: v - cpu_before.get(k, 0.0) for k, v in _cpu_seconds(stack).items()}
+        placement = await census(admin, ns, selector) if s.classes else None
         say("releasing every sandbox of the run (one request)")
         start = time.monotonic()
         await driver.release()
@@ -145,7 +152,7 @@ async def _sandman_phase(
         after = await metrics.read()
     finally:
         await recorder.stop()
-    return _Phase(recorder, driver, before, after, left, release_s, cpu)
+    return _Phase(recorder, driver, before, after, left, release_s, cpu, placement)
 
 
 def _cpu_seconds(stack: Stack) -> dict[str, float]:
@@ -309,6 +316,7 @@ def _analyse(
         release_s=p.release_s,
         notes=_notes(s, budget, model),
         baseline=baseline,
+        placement=p.placement,
     )
     result.checks = _checks(s, result)
     return result
@@ -367,6 +375,17 @@ def _checks(s: BurstSettings, r: BurstResult) -> list[Check]:
             r.left_after_release <= t.max_left_after_release,
         ),
     ]
+    if r.placement is not None:
+        wrong, unbound = len(r.placement.violations), r.placement.unbound
+        out.append(
+            Check(
+                "sandboxes on nodes their class does not allow (unbound)",
+                "0 (0)",
+                f"{wrong} ({unbound})"
+                + (f": {', '.join(r.placement.violations[:3])}" if wrong else ""),
+                wrong == 0 and unbound == 0,
+            )
+        )
     if t.require_all_ready:
         out.insert(
             0, Check("all Ready", f"{r.requested:,}", f"{r.ready:,}", r.ready >= r.requested)

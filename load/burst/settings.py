@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from load.burst.classes import BurstClass
 from simcluster.profile import load_profile
 
 __all__ = ["BurstSettings", "ProfileBudget", "Thresholds", "profile_budget"]
@@ -47,12 +48,17 @@ class BurstSettings:
     controller_burst: int = 500
     controller_args: tuple[str, ...] = ()  # more flags for python -m controller
     image: str = "registry.bench/task:1"
+    #: Sandbox classes besides the default one and their shares of the requests (load/burst/
+    #: classes.py); empty: every request asks for the default class.
+    classes: tuple[BurstClass, ...] = ()
     thresholds: Thresholds = field(default_factory=Thresholds)
     command: str = "python -m load.burst"
 
     def __post_init__(self) -> None:
         if self.sandboxes < 1 or self.window_s < 0 or self.batch < 1:
             raise ValueError("sandboxes and batch must be >= 1, window >= 0")
+        if self.classes and self.direct:
+            raise ValueError("--classes needs the facade (classes are facade configuration)")
 
 
 @dataclass(frozen=True, slots=True)
