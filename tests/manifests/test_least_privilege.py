@@ -8,6 +8,8 @@ Then the controller's ``pods/binding`` rule is removed, as an operator's mistake
 controller must say so — an error log line naming the 403, ``sandman_api_requests_total``
 with code 403, and ``/readyz`` failing with the reason — rather than leave sandboxes
 Pending in silence; once the rule is back, the pod binds and the controller is ready again.
+Likewise the facade's ``create`` on pods: the trainer gets a 502 ``cluster_forbidden`` (not a
+500, not a hang), the facade logs an error naming the 403 and counts the 502.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
 )
 BIND_ROLE = "sandman-controller-tenant"
+FACADE_ROLE = "sandman-facade-tenant"
 FORBIDDEN_LINE = re.compile(r"ERROR .*binds forbidden \(403\)|binds forbidden \(403\).*ERROR")
 
 
@@ -70,6 +73,27 @@ def owner() -> str:
 async def admin(stack: RunningStack) -> AsyncIterator[KubeClient]:
     async with await KubeClient.connect(FAST, kubeconfig=str(stack.stack.kubeconfig)) as client:
         yield client
+
+
+async def _without(admin: KubeClient, role_name: str, verb: str, resource: str) -> None:
+    """Remove ``verb`` on ``resource`` from a ClusterRole, as an operator's edit would."""
+    role = await admin.get(CLUSTER_ROLES, role_name)
+    rules = []
+    for rule in role["rules"]:
+        if resource in rule["resources"] and verb in rule["verbs"]:
+            assert rule["resources"] == [resource], rule  # one rule, one resource: no collateral
+            rule = {**rule, "verbs": [v for v in rule["verbs"] if v != verb]}
+        if rule["verbs"]:
+            rules.append(rule)
+    assert rules != role["rules"], f"{role_name} grants no {verb} on {resource}"
+    await admin.replace(CLUSTER_ROLES, role_name, {**role, "rules": rules})
+
+
+def _reapply(stack: RunningStack) -> None:
+    overlay = MANIFESTS / "overlays" / "simcluster"
+    Kubectl(stack.stack.kubeconfig).run(
+        "apply", "--server-side", "--force-conflicts", "-k", str(overlay)
+    )
 
 
 def _logs(stack: RunningStack) -> dict[str, str]:
@@ -132,10 +156,7 @@ async def test_a_burst_and_a_preparation_need_nothing_the_manifests_do_not_grant
 async def test_a_removed_bind_rule_is_reported_not_a_silent_stall(
     stack: RunningStack, admin: KubeClient, owner: str
 ) -> None:
-    role = await admin.get(CLUSTER_ROLES, BIND_ROLE)
-    kept = [r for r in role["rules"] if "pods/binding" not in r["resources"]]
-    assert len(kept) == len(role["rules"]) - 1
-    await admin.replace(CLUSTER_ROLES, BIND_ROLE, {**role, "rules": kept})
+    await _without(admin, BIND_ROLE, "create", "pods/binding")
     readyz = f"{stack.stack.controller_url}/readyz"
     try:
         async with (
@@ -153,10 +174,7 @@ async def test_a_removed_bind_rule_is_reported_not_a_silent_stall(
             assert await _forbidden_requests(stack.stack.controller_url) > 0
             assert FORBIDDEN_LINE.search(_logs(stack)["controller"])
             # Back as the manifests have it: the retry binds, readiness returns.
-            Kubectl(stack.stack.kubeconfig).run(
-                "apply", "--server-side", "--force-conflicts",
-                "-k", str(MANIFESTS / "overlays" / "simcluster"),
-            )  # fmt: skip
+            _reapply(stack)
 
             async def ready_again() -> bool:
                 return (await http.get(readyz)).status_code == 200
@@ -164,7 +182,30 @@ async def test_a_removed_bind_rule_is_reported_not_a_silent_stall(
             assert await wait_until_async(ready_again, timeout_s=45, interval_s=0.2)
             await pending.wait_ready(timeout_s=30)
     finally:
-        Kubectl(stack.stack.kubeconfig).run(
-            "apply", "--server-side", "--force-conflicts",
-            "-k", str(MANIFESTS / "overlays" / "simcluster"),
-        )  # fmt: skip
+        _reapply(stack)
+
+
+@pytest.mark.anyio
+async def test_a_removed_create_rule_is_a_502_with_a_reason_and_an_error_log(
+    stack: RunningStack, admin: KubeClient, owner: str
+) -> None:
+    await _without(admin, FACADE_ROLE, "create", "pods")
+    headers = {"Authorization": f"Bearer {stack.token}"}
+    try:
+        # Raw HTTP: the SDK would retry a 5xx.
+        async with httpx.AsyncClient(timeout=10, headers=headers) as http:
+            answer = await http.post(
+                f"{stack.url}/v1/sandboxes", json={"image": IMAGE, "owner": owner}
+            )
+            assert answer.status_code == 502, answer.text
+            error = answer.json()["error"]
+            assert error["reason"] == "cluster_forbidden"
+            assert "pods" in error["message"] and "forbidden" in error["message"]
+            metrics = (await http.get(f"{stack.url}/metrics")).text
+        assert re.search(
+            r'^sandman_facade_requests_total\{[^}]*code="502"[^}]*\} [1-9]', metrics, re.M
+        )
+        log = _logs(stack)["facade"]
+        assert re.search(r"ERROR .*sandbox create forbidden \(403\)", log), log[-2000:]
+    finally:
+        _reapply(stack)
