@@ -91,6 +91,8 @@ class Controller:
         """Why ``/readyz`` fails ("" when ready)."""
         if self.view is None or not self.view.synced():
             return "caches not synced"
+        if refused := self.view.forbidden():
+            return f"list/watch forbidden (403): {refused}"
         if self.elector is not None and not self.elector.known.is_set():
             return "leadership unknown"
         if self.binder is not None and self.binder.forbidden is not None:

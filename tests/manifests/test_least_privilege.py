@@ -8,6 +8,8 @@ Then the controller's ``pods/binding`` rule is removed, as an operator's mistake
 controller must say so — an error log line naming the 403, ``sandman_api_requests_total``
 with code 403, and ``/readyz`` failing with the reason — rather than leave sandboxes
 Pending in silence; once the rule is back, the pod binds and the controller is ready again.
+A removed list/watch rule (the controller's on nodes) shows when its watch next reconnects:
+an error log line, ``/readyz`` 503 naming the informer — not a cache silently gone stale.
 Likewise the facade's ``create`` on pods: the trainer gets a 502 ``cluster_forbidden`` (not a
 500, not a hang), the facade logs an error naming the 403 and counts the 502.
 """
@@ -27,7 +29,7 @@ from devstack.stack import Stack, StackSettings
 from kube import PODS, KubeClient
 from kube.resources import Resource
 from sandman import AsyncSandman
-from tests.support.kube import FAST
+from tests.support.kube import FAST, inject
 from tests.support.kubectl import Kubectl
 from tests.support.manifests import MANIFESTS
 from tests.support.stack import RunningStack
@@ -40,6 +42,7 @@ CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
 )
 BIND_ROLE = "sandman-controller-tenant"
+READ_ROLE = "sandman-controller"
 FACADE_ROLE = "sandman-facade-tenant"
 FORBIDDEN_LINE = re.compile(r"ERROR .*binds forbidden \(403\)|binds forbidden \(403\).*ERROR")
 
@@ -207,5 +210,32 @@ async def test_a_removed_create_rule_is_a_502_with_a_reason_and_an_error_log(
         )
         log = _logs(stack)["facade"]
         assert re.search(r"ERROR .*sandbox create forbidden \(403\)", log), log[-2000:]
+    finally:
+        _reapply(stack)
+
+
+@pytest.mark.anyio
+async def test_a_removed_watch_rule_fails_readiness_instead_of_a_stale_cache(
+    stack: RunningStack, admin: KubeClient
+) -> None:
+    await _without(admin, READ_ROLE, "watch", "nodes")
+    readyz = f"{stack.stack.controller_url}/readyz"
+    try:
+        await inject(admin, kind="drop-watches")  # every watch reconnects, now refused
+        async with httpx.AsyncClient(timeout=5) as http:
+
+            async def unready() -> bool:
+                answer = await http.get(readyz)
+                return answer.status_code == 503 and "forbidden (403): nodes" in answer.text
+
+            assert await wait_until_async(unready, timeout_s=20, interval_s=0.2)
+            log = _logs(stack)["controller"]
+            assert re.search(r"ERROR .*nodes: list/watch forbidden \(403\)", log), log[-2000:]
+            _reapply(stack)
+
+            async def ready_again() -> bool:
+                return (await http.get(readyz)).status_code == 200
+
+            assert await wait_until_async(ready_again, timeout_s=30, interval_s=0.2)
     finally:
         _reapply(stack)
