@@ -85,9 +85,19 @@ class Controller:
             self.elector.stop()
 
     def ready(self) -> bool:
+        return not self.unready_reason()
+
+    def unready_reason(self) -> str:
+        """Why ``/readyz`` fails ("" when ready)."""
         if self.view is None or not self.view.synced():
-            return False
-        return self.elector is None or self.elector.known.is_set()
+            return "caches not synced"
+        if refused := self.view.forbidden():
+            return f"list/watch forbidden (403): {refused}"
+        if self.elector is not None and not self.elector.known.is_set():
+            return "leadership unknown"
+        if self.binder is not None and self.binder.forbidden is not None:
+            return f"binds forbidden (403): {self.binder.forbidden}"
+        return ""
 
     async def run(self) -> None:
         s = self.settings
@@ -204,9 +214,10 @@ class Controller:
         return web.Response(text="ok")
 
     async def _readyz(self, _request: web.Request) -> web.Response:
-        if self.ready():
+        reason = self.unready_reason()
+        if not reason:
             return web.Response(text="ok")
-        return web.Response(status=503, text="caches not synced or leadership unknown")
+        return web.Response(status=503, text=reason)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(), content_type="text/plain")

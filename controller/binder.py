@@ -15,6 +15,11 @@ Per bind outcome (the client already retried 429 and 5xx, binds being safe to re
   expire it — never free capacity that may be taken.
 - 404: the pod is gone: forget the reservation.
 - anything else: forget, and retry the pod after an exponential backoff.
+- 403 too, but it is no transient: the controller's RBAC lacks the bind (an operator
+  removed the rule, or never applied it). Retrying alone would be a silent stall, every
+  sandbox Pending for ever; so a 403 is logged as an error naming the missing permission,
+  counted (``sandman_api_requests_total{code="403"}``) and held in ``forbidden`` until a
+  bind succeeds, which fails ``/readyz`` (controller/app.py): the Deployment shows it.
 
 Unschedulable pods get one ``FailedScheduling`` Event (the only other write, off the hot
 path) and are parked until the cluster view reports that capacity may have appeared; parked
@@ -35,7 +40,7 @@ from typing import Any
 
 from controller.metrics import ControllerMetrics
 from controller.view import ClusterView
-from kube import EVENTS, Conflict, KubeClient, KubeError, NotFound
+from kube import EVENTS, Conflict, Forbidden, KubeClient, KubeError, NotFound
 from kube.cache import Obj
 from kube.informer import Handlers
 from sandman.wire.backoff import Backoff
@@ -114,6 +119,8 @@ class Binder:
         self._binds: asyncio.Queue[Assignment] = asyncio.Queue()
         self._events: asyncio.Queue[Unschedulable] = asyncio.Queue()
         self.leading = False
+        #: The last bind's Forbidden message while binds are refused (None once one works).
+        self.forbidden: str | None = None
 
     # --- cluster view -------------------------------------------------------------------
     def attach(self) -> None:
@@ -264,10 +271,24 @@ class Binder:
         except KubeError as e:
             self._outcomes["error"].inc()
             self.scheduler.forget(a.uid)
+            if isinstance(e, Forbidden):
+                self._refused(e)
             self._retry_later(a.uid, e)
         else:
             self._outcomes["bound"].inc()
             self._failures.pop(a.uid, None)
+            if self.forbidden is not None:
+                log.info("binds are allowed again")
+                self.forbidden = None
+
+    def _refused(self, error: Forbidden) -> None:
+        if self.forbidden is None:
+            log.error(
+                "binds forbidden (403): the controller's RBAC lacks create on pods/binding; "
+                "not ready until a bind succeeds: %s",
+                error,
+            )
+        self.forbidden = str(error)
 
     def _retry_later(self, uid: str, error: KubeError) -> None:
         n = self._failures.get(uid, 0) + 1

@@ -131,6 +131,14 @@ class ClusterView:
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers())
 
+    def forbidden(self) -> str:
+        """``<informer>: <Forbidden message>`` of the first informer refused a list or
+        watch with 403 (its cache stale until the rule is back); "" if none is."""
+        for informer in self.informers():
+            if informer.forbidden is not None:
+                return f"{informer.name}: {informer.forbidden}"
+        return ""
+
     async def wait_synced(self) -> None:
         for informer in self.informers():
             await informer.wait_synced()

@@ -38,6 +38,11 @@ def _stack_flags(p: argparse.ArgumentParser) -> None:
         help="simcluster profile override, e.g. nodes.count=20",
     )  # fmt: skip
     p.add_argument(
+        "--manifests", action="store_true",
+        help="RBAC on; apply manifests/overlays/simcluster; each component with its own "
+        "ServiceAccount's token (docs/operator-guide.md)",
+    )  # fmt: skip
+    p.add_argument(
         "--preload-image", action="append", default=[], metavar="IMAGE",
         help="an image present on every node from the start (as the node agent would make it)",
     )  # fmt: skip
@@ -69,6 +74,7 @@ def _settings(args: argparse.Namespace) -> StackSettings:
         facade_port=args.port,
         simcluster_overrides=tuple(args.set),
         preloaded_images=tuple(args.preload_image),
+        manifests=args.manifests,
     )
 
 

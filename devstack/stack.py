@@ -30,6 +30,8 @@ import aiohttp
 import yaml
 
 from controller.leader import ElectionSettings
+from devstack.manifests import ManifestsError, ManifestsSettings, component_kubeconfigs
+from devstack.manifests import apply_overlay as apply_manifests
 from devstack.ports import free_listen_port
 from kube import ClientSettings, KubeClient
 from kube.errors import AlreadyExists
@@ -100,6 +102,10 @@ class StackSettings:
     #: daemon runs from this Python (``local-process``, simcluster's process runtime). The
     #: ``cri`` runtime needs the bundle: ``{"mode": "host-path", "host_path": DIR}``.
     delivery: dict[str, Any] | None = None
+    #: Run under the operator manifests (devstack/manifests.py): simcluster enforces RBAC,
+    #: the ``simcluster`` overlay is applied, each component runs with a token of its own
+    #: ServiceAccount. The overlay grants tenant ``dev`` only.
+    manifests: bool = False
 
 
 class Stack:
@@ -122,6 +128,9 @@ class Stack:
         self.controller_urls: list[str] = []
         self.kubeconfig = settings.workdir / "cluster" / "kubeconfig"
         self.processes: dict[str, asyncio.subprocess.Process] = {}
+        #: Component (``controller``, ``facade``, ``node-agent``) -> its own kubeconfig,
+        #: with ``settings.manifests``; empty otherwise (the shared service kubeconfigs).
+        self.component_kubeconfigs: dict[str, Path] = {}
         self._log_offsets: dict[str, int] = {}
 
     async def __aenter__(self) -> Stack:
@@ -139,7 +148,11 @@ class Stack:
     async def start(self) -> None:
         s = self.settings
         s.workdir.mkdir(parents=True, exist_ok=True)
+        if s.manifests and s.tenants != ("dev",):
+            raise StackError(f"--manifests grants tenant 'dev' only, not {s.tenants}")
         await self._start_simcluster()
+        if s.manifests:
+            await self._apply_manifests()
         await self._install_crd()
         for tenant in s.tenants:
             await self._ensure_namespace(f"sandman-{tenant}", s.quota_pods.get(tenant))
@@ -237,6 +250,8 @@ class Stack:
         overrides = list(s.simcluster_overrides)
         if s.node_agents:
             overrides.append("cri=true")
+        if s.manifests:
+            overrides.append("apiserver.authorization=rbac")
         if s.preloaded_images:
             overrides.append(f"nodes.preloaded_images=[{','.join(s.preloaded_images)}]")
         for override in overrides:
@@ -253,6 +268,26 @@ class Stack:
         """The kubeconfig of Sandman's service account (its own API priority level)."""
         return str(self.settings.workdir / "cluster" / "kubeconfig-sandman")
 
+    def kubeconfig_of(self, component: str) -> str:
+        """The kubeconfig ``component`` runs with: its own under the manifests, else the
+        shared one (the node agents': ``kubeconfig-node-agent``)."""
+        if component in self.component_kubeconfigs:
+            return str(self.component_kubeconfigs[component])
+        if component == "node-agent":
+            return str(self.settings.workdir / "cluster" / "kubeconfig-node-agent")
+        return self.service_kubeconfig
+
+    async def _apply_manifests(self) -> None:
+        self.say("applying manifests/overlays/simcluster (RBAC on)")
+        settings = ManifestsSettings()
+        try:
+            await apply_manifests(self.kubeconfig, settings)
+            self.component_kubeconfigs = await component_kubeconfigs(
+                self.kubeconfig, self.settings.workdir, settings
+            )
+        except ManifestsError as e:
+            raise StackError(f"the manifests: {e}") from e
+
     async def _start_controller(self, name: str) -> None:
         self.say(f"starting the {name}")
         url = self.controller_urls[self.controllers().index(name)]
@@ -263,7 +298,7 @@ class Stack:
         await self.spawn(
             name,
             [
-                "-m", "controller", "--kubeconfig", self.service_kubeconfig, *election,
+                "-m", "controller", "--kubeconfig", self.kubeconfig_of("controller"), *election,
                 "--health-host", "127.0.0.1", "--health-port", port,
                 *self.settings.controller_args,
             ],
@@ -277,7 +312,7 @@ class Stack:
             name,
             [
                 "-m", "facade", "--config", str(self.settings.workdir / "facade.yaml"),
-                "--kubeconfig", self.service_kubeconfig, "--host", host, "--port", port,
+                "--kubeconfig", self.kubeconfig_of("facade"), "--host", host, "--port", port,
                 *self.settings.facade_args,
             ],
         )  # fmt: skip
@@ -319,7 +354,7 @@ class Stack:
         ready.unlink(missing_ok=True)
         self.say("starting the node agents")
         args = [
-            "-m", "devstack.agents", "--kubeconfig", str(cluster / "kubeconfig-node-agent"),
+            "-m", "devstack.agents", "--kubeconfig", self.kubeconfig_of("node-agent"),
             "--sockets", str(cluster / "cri-sockets.json"), "--namespace", SANDMAN_NAMESPACE,
             "--state-dir", str(self.settings.workdir / "agents"), "--ready-file", str(ready),
         ]  # fmt: skip

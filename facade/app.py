@@ -78,7 +78,10 @@ class Facade:
         self._runner: web.AppRunner | None = None
 
     def ready(self) -> bool:
-        return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
+        """Every watch cache synced and none refused (a 403 leaves it stale)."""
+        return bool(self.informers) and all(
+            i.synced.is_set() and i.forbidden is None for i in self.informers
+        )
 
     async def start(self) -> None:
         s = self.settings

@@ -265,7 +265,7 @@ class FacadeHandlers:
     async def readyz(self, request: web.Request) -> web.Response:
         if self.ready():
             return web.Response(text="ready\n")
-        return web.Response(status=503, text="watch caches not synced\n")
+        return web.Response(status=503, text="watch caches not synced, or refused (403)\n")
 
     async def prometheus(self, request: web.Request) -> web.Response:
         body = generate_latest(self.metrics.registry)

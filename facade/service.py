@@ -15,6 +15,10 @@ Every create is therefore safe to repeat and is retried by the client layer afte
 
 **Continue tokens** are opaque to trainers but checked here: a token this facade did not
 issue is a 400 ``invalid_continue``, never a listing silently restarted from the beginning.
+
+**A refused create** (403 not from a ResourceQuota: the facade's RBAC lacks ``create`` on
+pods in the tenant's namespace) is the operator's to fix, not the trainer's: the trainer
+gets a 502 ``cluster_forbidden`` and the facade's log an error naming the 403.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import logging
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -58,6 +63,8 @@ from .tenancy import Tenant, TenantDirectory
 from .tokens import TokenMinter
 
 __all__ = ["SandboxService", "ServiceSettings"]
+
+log = logging.getLogger(__name__)
 
 WAIT_UNTIL: dict[str, frozenset[SandboxState]] = {
     "ready": frozenset({"ready"}),
@@ -359,6 +366,7 @@ def _not_found(sid: str) -> FacadeError:
 def _quota_or_forbidden(e: Forbidden) -> FacadeError:
     if "exceeded quota" in str(e):
         return FacadeError(429, "quota_exceeded", str(e), retry_after_s=5.0)
+    log.error("sandbox create forbidden (403): the facade's RBAC lacks create on pods: %s", e)
     return FacadeError(502, "cluster_forbidden", f"the API server refused the create: {e}")
 
 

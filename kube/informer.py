@@ -20,6 +20,10 @@ httpx + json. This one follows client-go's reflector:
 
 Errors back off exponentially with full jitter, never sooner than a 429's Retry-After
 (:mod:`sandman.wire.backoff`); a stuck API server never turns into a hot loop.
+A **403** is retried the same way (an operator may restore the rule) but is no transient:
+the cache stops following the cluster while ``synced`` stays set, so it is logged once as
+an error and held in ``forbidden`` until a list or watch succeeds again; the components'
+``/readyz`` report it.
 Handlers are plain functions called inline on the event loop: keep them short (enqueue work,
 update a model) and never block.
 """
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kube.cache import Cache, IndexFunc, Obj, object_key
-from kube.errors import Gone, KubeError
+from kube.errors import Forbidden, Gone, KubeError
 from kube.resources import Resource
 from kube.watch import ApiClient
 from sandman.wire.backoff import Backoff
@@ -142,6 +146,8 @@ class Informer:
         self.settings = settings or InformerSettings()
         self.cache = Cache(indexers)
         self.synced = asyncio.Event()
+        #: The last list's or watch's Forbidden message while they are refused, else None.
+        self.forbidden: str | None = None
         self.stats = InformerStats()
         self.resource_version = ""
         self.name = name or resource.plural
@@ -188,7 +194,8 @@ class Informer:
             except KubeError as e:
                 self.stats.errors += 1
                 failures += 1
-                log.warning("%s: list failed (%s), retrying", self.name, e)
+                if not self._refused(e):
+                    log.warning("%s: list failed (%s), retrying", self.name, e)
                 await asyncio.sleep(self._backoff(failures, e))
 
     # --- list ---------------------------------------------------------------------------
@@ -247,6 +254,7 @@ class Informer:
                 self._dispatch_upsert(obj)
         self.resource_version = rv
         self.synced.set()
+        self._allowed()
 
     # --- watch --------------------------------------------------------------------------
     async def _watch_until_gone(self) -> None:
@@ -261,9 +269,10 @@ class Informer:
             except KubeError as e:
                 self.stats.errors += 1
                 failures += 1
-                log.info(
-                    "%s: watch broke (%s), resuming at %s", self.name, e, self.resource_version
-                )
+                if not self._refused(e):
+                    log.info(
+                        "%s: watch broke (%s), resuming at %s", self.name, e, self.resource_version
+                    )
                 await asyncio.sleep(self._backoff(failures, e))
 
     async def _watch_once(self) -> None:
@@ -277,6 +286,7 @@ class Informer:
             field_selector=sel.field_selector,
             timeout_seconds=self.settings.watch_timeout_s,
         ) as events:
+            self._allowed()
             async for ev in events:
                 self.handle(ev.type, ev.object)
 
@@ -319,6 +329,20 @@ class Informer:
                 delete(obj)
             except Exception:
                 log.exception("%s: event handler %r failed", self.name, delete)
+
+    def _refused(self, error: KubeError) -> bool:
+        """Note a 403 (logged once, as an error); whether ``error`` was one."""
+        if not isinstance(error, Forbidden):
+            return False
+        if self.forbidden is None:
+            log.error("%s: list/watch forbidden (403), the cache is stale: %s", self.name, error)
+        self.forbidden = str(error)
+        return True
+
+    def _allowed(self) -> None:
+        if self.forbidden is not None:
+            log.info("%s: list/watch allowed again", self.name)
+            self.forbidden = None
 
     def _backoff(self, failures: int, error: KubeError) -> float:
         return self.settings.backoff.delay(failures, error.retry_after, self._rng)
