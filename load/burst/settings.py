@@ -58,6 +58,7 @@ class BurstSettings:
 @dataclass(frozen=True, slots=True)
 class ProfileBudget:
     mutating_qps: float  # inf: Sandman's requests are not budgeted in this profile
+    mutating_burst: float  # the level's bucket size (its initial burst of tokens)
     container_start_s: float
     nodes: int
     creation_rate: float
@@ -72,16 +73,20 @@ def profile_budget(s: BurstSettings) -> ProfileBudget:
     cs = load_profile(s.profile, overrides)
     flow = cs.server.flowcontrol or {}
     namespace = SANDMAN_SERVICE_ACCOUNT.split("/")[0]
-    qps = math.inf
+    qps, burst = math.inf, 0.0
     for schema in flow.get("schemas") or []:
         accounts = schema.get("service_accounts") or []
         if SANDMAN_SERVICE_ACCOUNT in accounts or f"{namespace}/*" in accounts:
             level = (flow.get("levels") or {}).get(schema.get("level"), {})
-            qps = float((level.get("mutating") or {}).get("rate") or math.inf)
+            mutating = level.get("mutating") or {}
+            qps = float(mutating.get("rate") or math.inf)
+            # simcluster's bucket: ``burst`` tokens, or one second's worth when unset.
+            burst = float(mutating.get("burst") or max(qps, 1.0)) if qps < math.inf else 0.0
             break
     ns, name = SANDMAN_SERVICE_ACCOUNT.split("/")
     return ProfileBudget(
         mutating_qps=qps,
+        mutating_burst=burst,
         container_start_s=cs.node.start_latency_s,
         nodes=cs.nodes,
         creation_rate=cs.node.creation_rate,
