@@ -319,7 +319,7 @@ def _notes(s: BurstSettings, b: ProfileBudget, m: an.BudgetModel) -> list[str]:
     notes = [
         f"Budget of Sandman's priority level: {b.mutating_qps:g} mutating requests/s after "
         f"an initial burst of {b.mutating_burst:g}; {m.writes_needed:,} writes before Ready "
-        f"(create + bind per sandbox) → max(0, writes − burst) / rate = "
+        f"(create + bind per sandbox) → max(0, writes - burst) / rate = "
         f"{m.api_bound_s:.1f} s; kubelets: ⌈{s.sandboxes:,} / {b.nodes}⌉ creations per node at "
         f"{b.creation_rate:g}/s → {m.kubelet_bound_s:.1f} s; container start "
         f"{b.container_start_s:g} s (image preloaded on every node: the node agent's job).",
