@@ -95,7 +95,13 @@ class PlacementService:
         self.scheduler.forget(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
 
     def routes(self) -> list[web.RouteDef]:
-        return [web.post(PLACEMENT_PATH, self._handle)]
+        return [web.post(PLACEMENT_PATH, self._handle), web.get(PLACEMENT_PATH, self._status)]
+
+    async def _status(self, _request: web.Request) -> web.Response:
+        """200 while placements are served (the leader, its predecessor waited out)."""
+        if self.serving:
+            return web.json_response({"serving": True})
+        return _error(503, "not_serving", "not the leader, or waiting out the last one's")
 
     async def wait_out_predecessor(self) -> None:
         """Just became leader: let every placement an earlier leader gave run out."""

@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--creation", choices=CREATION_MODES, default=d.creation,
                    help="pre-placed: nodeName on create from the leader's placements "
                    "(1 write); binder: unbound pods, bound by the controller (2)")  # fmt: skip
+    p.add_argument("--placement-url", default=d.placement.url,
+                   help="a controller without election: its URL (no Lease)")  # fmt: skip
     p.add_argument("--controller-lease", default=lease,
                    help="namespace/name of the controller's election Lease")  # fmt: skip
     p.add_argument("--log-level", default="INFO")
@@ -80,7 +82,9 @@ def parse_settings(argv: list[str] | None = None) -> tuple[FacadeSettings, str, 
         port=args.port,
         max_body_bytes=args.max_body_bytes,
         creation=args.creation,
-        placement=replace(base.placement, lease_namespace=lease_ns, lease_name=lease_name),
+        placement=replace(
+            base.placement, url=args.placement_url, lease_namespace=lease_ns, lease_name=lease_name
+        ),
         client=replace(base.client, qps=args.qps, burst=args.burst),
     )
     return settings, args.config, args.log_level

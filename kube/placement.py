@@ -11,7 +11,8 @@ How the facade finds the leader: the leader writes the URL of its placement endp
 election Lease (annotation :data:`ANNOTATION_PLACEMENT_URL`, next to ``holderIdentity``),
 and the facade reads that Lease (a cached GET, refreshed at most every
 ``leader_refresh_s`` and at once after a failed call). No Service or DNS name per leader
-is needed, and a standby never receives placement calls.
+is needed, and a standby never receives placement calls. A controller that runs without
+election (one replica) is given to the facade as a fixed URL instead.
 
 **Never worse than binder mode.** Any failure of the fast path — no leader, the leader
 unreachable within ``timeout_s``, a 503 while a new leader waits out its predecessor's
@@ -85,6 +86,9 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class PlacementClientSettings:
+    #: The leader's placement URL when there is no election (one controller that always
+    #: leads, e.g. the local stack); "": read it from the election Lease below.
+    url: str = ""
     #: The controller's election Lease (controller.leader.ElectionSettings' defaults).
     lease_name: str = "sandman-controller"
     lease_namespace: str = "sandman-system"
@@ -178,6 +182,8 @@ class PlacementClient:
         return self._decoder.decode(body)
 
     async def _leader_url(self) -> str:
+        if self.settings.url:
+            return self.settings.url
         if self._clock() - self._read_at < self.settings.leader_refresh_s:
             return self._url
         if self._reading is None or self._reading.done():

@@ -10,6 +10,7 @@ Times are seconds on the benchmark's monotonic clock, relative to the first requ
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,6 +26,7 @@ __all__ = [
     "binds_per_second",
     "count_series",
     "efficiency",
+    "longest_stall_s",
     "lower_bound_s",
     "parse_metrics",
     "percentile",
@@ -189,6 +191,15 @@ def lower_bound_s(model: BudgetModel) -> tuple[float, str]:
     api, kubelet = model.api_bound_s, model.kubelet_bound_s
     which = "api" if api >= kubelet else "kubelet"
     return max(api, kubelet) + model.container_start_s, which
+
+
+def longest_stall_s(times: Iterable[float | None], since: float, until: float) -> float:
+    """The longest time without an event in [since, until]: from ``since`` (a fault) to the
+    first event after it, between events, and from the last one to ``until``, if events
+    were still due then (``until`` = the last event: nothing was due after it)."""
+    after = sorted(t for t in times if t is not None and since <= t <= until)
+    edges = [since, *after, until]
+    return max(b - a for a, b in itertools.pairwise(edges))
 
 
 def efficiency(lower_bound: float, actual: float) -> float:

@@ -36,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="create sandbox pods through the Kubernetes API instead of the facade "
         "(measures controller + cluster without the facade)",
     )
+    p.add_argument("--creation", choices=("pre-placed", "binder"), default=d.creation,
+                   help="the facade's creation mode (pre-placed: 1 write)")  # fmt: skip
+    p.add_argument("--kill-leader-at", type=float, metavar="FRACTION",
+                   help="two controllers; SIGKILL the leader at this fraction bound")  # fmt: skip
     p.add_argument("--batch", type=int, default=d.batch, help="sandboxes per facade request")
     p.add_argument("--baseline-sample", type=int, default=d.baseline_sample,
                    help="pods bound by the QPS-50 baseline binder (0: skip)")  # fmt: skip
@@ -65,6 +69,8 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
         nodes=a.nodes,
         overrides=tuple(a.set),
         direct=a.direct,
+        creation=a.creation,
+        kill_leader_at=a.kill_leader_at,
         batch=a.batch,
         baseline_sample=a.baseline_sample,
         ready_timeout_s=a.ready_timeout,

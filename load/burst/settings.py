@@ -25,6 +25,8 @@ class Thresholds:
 
     min_efficiency: float = 0.87
     max_writes_per_sandbox: float = 3.0
+    #: With --kill-leader-at: the longest time without a placement or bind after the kill.
+    max_stall_s: float = 5.0
     max_admission_rejections: int = 0
     max_left_after_release: int = 0
     require_all_ready: bool = True
@@ -39,6 +41,12 @@ class BurstSettings:
     nodes: int | None = None  # None: the profile's
     overrides: tuple[str, ...] = ()
     direct: bool = False  # create pods through the Kubernetes API, not the facade
+    #: The facade's creation mode: "pre-placed" (nodeName on create, 1 write before Ready)
+    #: or "binder" (unbound pods, create + bind). --direct creates unbound pods.
+    creation: str = "pre-placed"
+    #: SIGKILL the leading controller (of two, a warm standby) once this fraction of the
+    #: sandboxes is bound; None: one controller, no fault.
+    kill_leader_at: float | None = None
     batch: int = 100  # sandboxes per facade request (1: POST /v1/sandboxes)
     baseline_sample: int = 1_000  # pods for the one-at-a-time binder; 0: skip it
     ready_timeout_s: float = 900.0
@@ -53,6 +61,16 @@ class BurstSettings:
     def __post_init__(self) -> None:
         if self.sandboxes < 1 or self.window_s < 0 or self.batch < 1:
             raise ValueError("sandboxes and batch must be >= 1, window >= 0")
+        if self.creation not in ("pre-placed", "binder"):
+            raise ValueError("creation must be pre-placed or binder")
+        if self.kill_leader_at is not None and not 0 < self.kill_leader_at < 1:
+            raise ValueError("kill_leader_at must be a fraction in (0, 1)")
+
+    @property
+    def writes_per_sandbox(self) -> int:
+        """API writes each sandbox needs before Ready: the create, plus a bind unless the
+        facade pre-places it."""
+        return 1 if self.creation == "pre-placed" and not self.direct else 2
 
 
 @dataclass(frozen=True, slots=True)

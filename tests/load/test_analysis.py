@@ -137,3 +137,10 @@ def test_schedule_spreads_requests_over_the_window() -> None:
     assert [size for _, size in plan] == [100, 100, 50]
     assert [t for t, _ in plan] == pytest.approx([0, 10 / 3, 20 / 3])
     assert sum(size for _, size in schedule(11_858, 10.0, 1)) == 11_858
+
+
+def test_longest_stall_after_a_fault() -> None:
+    bound = [0.5, 1.0, 1.1, 4.6, 4.7, None, 5.0]
+    assert an.longest_stall_s(bound, since=1.05, until=5.0) == pytest.approx(3.5)  # 1.1 → 4.6
+    assert an.longest_stall_s(bound, since=4.9, until=5.0) == pytest.approx(0.1)
+    assert an.longest_stall_s([], since=2.0, until=3.0) == pytest.approx(1.0)
