@@ -29,6 +29,7 @@ is in the new leader's watch (docs/controller.md, "Pre-placed creation").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -129,6 +130,9 @@ class PlacementClient:
     async def close(self) -> None:
         if self._reading is not None:
             self._reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError, KubeError):
+                await self._reading
+            self._reading = None
         if self._session is not None:
             await self._session.close()
             self._session = None
