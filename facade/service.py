@@ -144,7 +144,8 @@ class SandboxService:
                 async with limit:
                     try:
                         placed = placements.get(ids[i])
-                        results[i] = (await self._create_pod(tenant, pods[i], placed))[0]
+                        created = await self._create_pod(tenant, pods[i], placed, batch.group)
+                        results[i] = created[0]
                     except FacadeError as e:
                         results[i] = BatchFailure(
                             index=i,
@@ -224,18 +225,26 @@ class SandboxService:
 
         Groups stay with the binder: a group is placed all or nothing across its members,
         which may arrive in several requests (scheduler/gang.py)."""
-        if self.placer is None or group is not None or not pods:
+        if not self._prepays(group) or not pods:
             return {}
+        assert self.placer is not None
         first = next(iter(pods.values()))
         names = [p["metadata"]["name"] for p in pods.values()]
+        # Our turn at the API budget first: a placement is good for about a second, and
+        # a burst can queue creates at the client for many seconds.
+        await self.client.take_tokens(len(names))
         return await self.placer.place(tenant.namespace, names, _template(first))
 
     async def _create_pod(
-        self, tenant: Tenant, pod: Obj, placement: Placement | None = None
+        self,
+        tenant: Tenant,
+        pod: Obj,
+        placement: Placement | None = None,
+        group: str | None = None,
     ) -> tuple[Sandbox, bool]:
         ns, sid = tenant.namespace, pod["metadata"]["name"]
         try:
-            created = await self._post_pod(ns, pod, placement)
+            created = await self._post_pod(ns, pod, placement, group)
         except AlreadyExists:
             # A retry of a create that landed (ours, another replica's, or a lost response).
             existing = await self._fetch(ns, sid)
@@ -254,21 +263,35 @@ class SandboxService:
         assert view is not None
         return view, True
 
-    async def _post_pod(self, ns: str, pod: Obj, placement: Placement | None) -> Obj:
+    def _prepays(self, group: str | None) -> bool:
+        """Whether :meth:`_place` took the creates' tokens (pre-placed, no group)."""
+        return self.placer is not None and group is None
+
+    async def _post_pod(
+        self, ns: str, pod: Obj, placement: Placement | None, group: str | None = None
+    ) -> Obj:
         """Create ``pod`` on its placement's node if it can still be sent in time, else
         unbound (the binder places it): the fast path never fails a create."""
+        prepaid = self._prepays(group)
         if placement is not None:
             placed = {**pod, "spec": {**pod["spec"], "nodeName": placement.node}}
             try:
                 created: Obj = await self.client.request(
-                    "POST", PODS.path(ns), body=placed, idempotent=True, send_by=placement.send_by
+                    "POST",
+                    PODS.path(ns),
+                    body=placed,
+                    idempotent=True,
+                    send_by=placement.send_by,
+                    prepaid=prepaid,
                 )
             except SendDeadlinePassed:
                 self.metrics.creates.labels("unbound-late").inc()
             else:
                 self.metrics.creates.labels("pre-placed").inc()
                 return created
-        created = await self.client.request("POST", PODS.path(ns), body=pod, idempotent=True)
+        created = await self.client.request(
+            "POST", PODS.path(ns), body=pod, idempotent=True, prepaid=prepaid and placement is None
+        )
         if placement is None:
             self.metrics.creates.labels("unbound").inc()
         return created

@@ -152,6 +152,16 @@ class KubeClient(Verbs):
         derived._owns_session = False
         return derived
 
+    async def take_tokens(self, n: int) -> None:
+        """Wait until ``n`` requests may go (the first attempt of each then ``prepaid``):
+        what must be sent right after a decision — a pre-placed batch — waits for its
+        turn *before* the decision, not after it."""
+        delay = 0.0
+        for _ in range(n):
+            delay = self.bucket.reserve()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
     def _auth_headers(self) -> dict[str, str]:
         token = self.kr8s.auth.token
         return {"Authorization": f"Bearer {token}"} if token else {}
@@ -191,6 +201,7 @@ class KubeClient(Verbs):
         idempotent: bool | None = None,
         lean: bool = False,
         send_by: float | None = None,
+        prepaid: bool = False,
     ) -> Any:
         """Send one request with rate limiting and retries; return the decoded JSON body.
 
@@ -198,7 +209,8 @@ class KubeClient(Verbs):
         a 5xx or a timeout, where it may already have taken effect. ``lean``: over the lean
         transport (small bodies, no query; the binds). ``send_by`` (``time.monotonic()``):
         no attempt is sent after it — :class:`SendDeadlinePassed` instead (a pre-placed
-        create must not land after its placement ran out)."""
+        create must not land after its placement ran out). ``prepaid``: the first attempt's
+        token was taken already (:meth:`take_tokens`)."""
         safe = method in _SAFE_METHODS if idempotent is None else idempotent
         data = None if body is None else msgspec.json.encode(body)
         headers = {**self._headers, "Content-Type": content_type, "Accept": JSON}
@@ -206,7 +218,10 @@ class KubeClient(Verbs):
         reauthenticated = False
         attempt = 0
         while True:
-            await self.bucket.acquire()
+            if prepaid:
+                prepaid = False
+            else:
+                await self.bucket.acquire()
             if send_by is not None and time.monotonic() > send_by:
                 raise SendDeadlinePassed(f"{method} {path}: not sent, its deadline passed")
             sent = self.pacer.now()

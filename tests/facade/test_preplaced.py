@@ -87,3 +87,16 @@ async def _all_bound(client: KubeClient) -> list[dict]:
     pods = await pods_of(client)
     assert len(pods) == 10 and all(p["spec"].get("nodeName") for p in pods)
     return pods
+
+
+async def test_a_batch_queued_at_the_client_still_goes_pre_placed(
+    cluster: EmbeddedCluster, leader: Controller, tmp_path: Path
+) -> None:
+    """16 creates at 8/s take 2 s to get their turn, longer than a placement lives (1 s):
+    the facade waits for its turn before asking, so none runs out."""
+    client = dataclasses.replace(FAST, qps=8, burst=1)
+    settings = FacadeSettings(port=0, client=client, placement=LEASE)
+    async with live_facade(cluster.kubeconfig, settings, tmp_path) as live:
+        async with live.http.post("/v1/batches", json={"spec": SPEC, "count": 16}) as r:
+            assert r.status == 201, await r.text()
+        assert (creates(live, "pre-placed"), creates(live, "unbound-late")) == (16, 0)
