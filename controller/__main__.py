@@ -16,6 +16,7 @@ from controller.app import Controller, ControllerSettings, default_identity
 from controller.binder import BinderSettings
 from controller.gc import GCSettings
 from controller.leader import ElectionSettings
+from controller.placement import PlacementSettings
 from controller.prepare import PreparerSettings
 from controller.view import ViewSettings
 from kube import ClientSettings
@@ -62,6 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--health-host", default=d.health_host,
                    help="address of /healthz, /readyz, /metrics (0.0.0.0 in a pod)")  # fmt: skip
     p.add_argument("--health-port", type=int, default=d.health_port, help="0: any free port")
+    p.add_argument("--advertise-url", default=d.advertise_url,
+                   help="the placement URL for facades (default: the health URL)")  # fmt: skip
+    p.add_argument("--placement-valid-for", type=float, default=d.placement.valid_for_s,
+                   help="seconds a placement may be used (a new leader waits it out)")  # fmt: skip
     p.add_argument("--progress-interval", type=float, default=d.progress_interval_s)
     p.add_argument(
         "--unbound-client-side",
@@ -112,6 +117,8 @@ def parse_settings(argv: list[str] | None = None) -> tuple[ControllerSettings, s
         election=election,
         health_host=a.health_host,
         health_port=a.health_port,
+        advertise_url=a.advertise_url,
+        placement=PlacementSettings(valid_for_s=a.placement_valid_for),
         progress_interval_s=a.progress_interval,
     )
     return settings, a.log_level

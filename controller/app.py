@@ -7,7 +7,8 @@ the replica goes back to being a standby with its caches intact.
 
 HTTP (``health_port``): ``/healthz`` — the event loop answers; ``/readyz`` — caches synced
 and leadership known (we are the leader, or we have read who is); ``/metrics`` —
-Prometheus text.
+Prometheus text; ``POST /internal/v1/placements`` — the leader's placements for the
+facade's pre-placed creates (controller/placement.py), its URL on the election Lease.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from controller.binder import Binder, BinderSettings
 from controller.gc import GarbageCollector, GCSettings
 from controller.leader import ElectionSettings, LeaderElector
 from controller.metrics import ControllerMetrics
+from controller.placement import PlacementService, PlacementSettings
 from controller.prepare import Preparer, PreparerSettings
 from controller.replace import Replacer, ReplacerSettings
 from controller.view import ClusterView, ViewSettings
 from kube import ClientSettings, KubeClient
+from kube.placement import ANNOTATION_PLACEMENT_URL
 from scheduler import Scheduler, SchedulerSettings
 
 __all__ = ["Controller", "ControllerSettings", "default_identity"]
@@ -55,8 +58,12 @@ class ControllerSettings:
     prepare: PreparerSettings | None = field(default_factory=PreparerSettings)
     #: None: no election, this process always leads (one replica, tests).
     election: ElectionSettings | None = None
+    placement: PlacementSettings = field(default_factory=PlacementSettings)
     health_host: str = "127.0.0.1"
     health_port: int = 8080  # 0: any free port (see Controller.health_url)
+    #: The URL facades reach the placement endpoint at, written on the election Lease
+    #: while leading (in a pod: ``http://$(POD_IP):<health_port>``); "": the health URL.
+    advertise_url: str = ""
     progress_interval_s: float = 10.0
     #: Move everything alive after the initial lists (caches of every pod and node) out of
     #: the cyclic garbage collector's reach (``gc.freeze``): otherwise each full collection
@@ -76,6 +83,7 @@ class Controller:
         self.gc: GarbageCollector | None = None
         self.replacer: Replacer | None = None
         self.preparer: Preparer | None = None
+        self.placement: PlacementService | None = None
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -111,6 +119,8 @@ class Controller:
             self.view = ClusterView(client, Scheduler(s.scheduler), s.view)
             self.binder = Binder(client, self.view, s.binder, self.metrics)
             self.binder.attach()
+            self.placement = PlacementService(self.view, s.placement)
+            self.placement.attach()
             self.gc = GarbageCollector(client, self.view, s.gc, self.metrics)
             self.replacer = Replacer(client, self.view, s.replacer, self.metrics)
             self.replacer.attach()
@@ -126,6 +136,9 @@ class Controller:
                 # Its own token bucket: renewals must not queue behind a burst of binds.
                 self.elector = LeaderElector(client.with_rate_limit(0, 1), s.election)
             runner = await self._serve_health()
+            if self.elector is not None:
+                url = s.advertise_url or self.health_url
+                self.elector.annotations[ANNOTATION_PLACEMENT_URL] = url
             try:
                 async with asyncio.TaskGroup() as tg:
                     tasks = [
@@ -148,9 +161,13 @@ class Controller:
 
     async def _lead(self) -> None:
         assert self.binder is not None and self.gc is not None and self.replacer is not None
+        assert self.placement is not None
         self.metrics.leader.set(1)
         try:
+            # Neither place nor bind on capacity a predecessor's placements may have taken.
+            await self.placement.wait_out_predecessor()
             async with asyncio.TaskGroup() as tg:
+                tg.create_task(self.placement.serve())
                 tg.create_task(self.binder.run())
                 tg.create_task(self.gc.run())
                 tg.create_task(self.replacer.run())
@@ -199,6 +216,8 @@ class Controller:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
+        if self.placement is not None:
+            app.router.add_routes(self.placement.routes())
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, self.settings.health_host, self.settings.health_port)

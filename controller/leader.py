@@ -87,6 +87,9 @@ class LeaderElector:
         #: Set once an attempt has read or written the Lease: we know who leads.
         self.known = asyncio.Event()
         self._stopping = asyncio.Event()
+        #: Written on the Lease with every acquire and renewal (the placement URL: what a
+        #: facade needs to reach the leader, controller/placement.py).
+        self.annotations: dict[str, str] = {}
 
     # --- observation ----------------------------------------------------------------------
     @property
@@ -123,7 +126,8 @@ class LeaderElector:
         try:
             lease = await self.client.get(LEASES, s.name, s.namespace)
         except NotFound:
-            body = {"metadata": {"name": s.name, "namespace": s.namespace}, "spec": record}
+            meta = {"name": s.name, "namespace": s.namespace, "annotations": self.annotations}
+            body = {"metadata": meta, "spec": record}
             try:
                 created = await self.client.create(LEASES, body, s.namespace)
             except KubeError as e:
@@ -148,7 +152,10 @@ class LeaderElector:
 
     async def _write(self, lease: dict[str, Any], spec: dict[str, Any]) -> bool:
         s = self.settings
-        body = {**lease, "spec": spec}
+        meta = dict(lease.get("metadata") or {})
+        if self.annotations and spec.get("holderIdentity") == s.identity:
+            meta["annotations"] = {**(meta.get("annotations") or {}), **self.annotations}
+        body = {**lease, "metadata": meta, "spec": spec}
         try:
             updated = await self.client.replace(LEASES, s.name, body, s.namespace)
         except Conflict:

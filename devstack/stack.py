@@ -308,12 +308,15 @@ class Stack:
         self.say(f"starting the {name}")
         url = self.urls[self.facades().index(name)]
         host, port = url.removeprefix("http://").rsplit(":", 1)
+        placement: tuple[str, ...] = ()
+        if self.settings.controller_replicas <= 1:  # no election, no Lease to find it by
+            placement = ("--placement-url", self.controller_urls[0])
         await self.spawn(
             name,
             [
                 "-m", "facade", "--config", str(self.settings.workdir / "facade.yaml"),
                 "--kubeconfig", self.kubeconfig_of("facade"), "--host", host, "--port", port,
-                *self.settings.facade_args,
+                *placement, *self.settings.facade_args,
             ],
         )  # fmt: skip
         await self._wait_log(name, _LISTENING)

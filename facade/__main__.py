@@ -14,7 +14,7 @@ import signal
 import sys
 from dataclasses import replace
 
-from .app import Facade, FacadeSettings
+from .app import CREATION_MODES, Facade, FacadeSettings
 from .config import ConfigError, load_config
 
 __all__ = ["main", "parse_settings"]
@@ -34,6 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--qps", type=float, default=d.client.qps, help="client-side API requests/s")
     p.add_argument("--burst", type=int, default=d.client.burst)
     p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
+    lease = f"{d.placement.lease_namespace}/{d.placement.lease_name}"
+    p.add_argument("--creation", choices=CREATION_MODES, default=d.creation,
+                   help="pre-placed: nodeName on create from the leader's placements "
+                   "(1 write); binder: unbound pods, bound by the controller (2)")  # fmt: skip
+    p.add_argument("--placement-url", default=d.placement.url,
+                   help="a controller without election: its URL (no Lease)")  # fmt: skip
+    p.add_argument("--controller-lease", default=lease,
+                   help="namespace/name of the controller's election Lease")  # fmt: skip
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -60,8 +68,12 @@ async def _run(settings: FacadeSettings, config_path: str) -> int:
 
 def parse_settings(argv: list[str] | None = None) -> tuple[FacadeSettings, str, str]:
     """(settings, config path, log level) from the command line."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     base = FacadeSettings()
+    lease_ns, _, lease_name = args.controller_lease.partition("/")
+    if not lease_ns or not lease_name:
+        parser.error("--controller-lease must be namespace/name")
     settings = replace(
         base,
         kubeconfig=args.kubeconfig,
@@ -69,6 +81,10 @@ def parse_settings(argv: list[str] | None = None) -> tuple[FacadeSettings, str, 
         host=args.host,
         port=args.port,
         max_body_bytes=args.max_body_bytes,
+        creation=args.creation,
+        placement=replace(
+            base.placement, url=args.placement_url, lease_namespace=lease_ns, lease_name=lease_name
+        ),
         client=replace(base.client, qps=args.qps, burst=args.burst),
     )
     return settings, args.config, args.log_level

@@ -18,6 +18,7 @@ from aiohttp import web
 from kube import EVENTS, NODES, PODS, ClientSettings, KubeClient
 from kube.contract import LABEL_SANDBOX
 from kube.informer import Informer, InformerSettings
+from kube.placement import PlacementClient, PlacementClientSettings
 from sandman.wire.keepalive import FACADE_IDLE_S
 
 from .config import FacadeConfig
@@ -28,7 +29,9 @@ from .prepare import PreparationService
 from .proxy import DaemonProxy, ProxyLimits
 from .service import SandboxService, ServiceSettings
 
-__all__ = ["Facade", "FacadeSettings"]
+__all__ = ["CREATION_MODES", "Facade", "FacadeSettings"]
+
+CREATION_MODES = ("pre-placed", "binder")
 
 log = logging.getLogger("facade")
 
@@ -60,6 +63,16 @@ class FacadeSettings:
     proxy: ProxyLimits = field(default_factory=ProxyLimits)
     #: Component name on the controller's Events (binder and garbage collector).
     controller_component: str = "sandman-controller"
+    #: "pre-placed": ask the leading controller where a batch goes and create the pods
+    #: with spec.nodeName (one write each; unbound whenever that fails); "binder": create
+    #: every pod unbound for the binder (create + bind), for clusters whose policy forbids
+    #: nodeName on create or that need kube-scheduler's preemption (docs/facade.md).
+    creation: str = "pre-placed"
+    placement: PlacementClientSettings = field(default_factory=PlacementClientSettings)
+
+    def __post_init__(self) -> None:
+        if self.creation not in CREATION_MODES:
+            raise ValueError(f"creation must be one of {CREATION_MODES}, not {self.creation!r}")
 
 
 class Facade:
@@ -76,6 +89,7 @@ class Facade:
         self.informers: list[Informer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
+        self.placer: PlacementClient | None = None
 
     def ready(self) -> bool:
         """Every watch cache synced and none refused (a 403 leaves it stale)."""
@@ -93,6 +107,8 @@ class Facade:
         self.index.attach_nodes(nodes)
         self.informers.append(nodes)
         self._tasks.append(asyncio.create_task(nodes.run(), name="nodes"))
+        if s.creation == "pre-placed":
+            self.placer = PlacementClient(self.client, s.placement)
         service = SandboxService(
             self.client,
             self.index,
@@ -102,6 +118,7 @@ class Facade:
             self.config.minter,
             self.metrics,
             s.service,
+            self.placer,
         )
         handlers = FacadeHandlers(
             service, self.index, self.config.tenants, self.proxy, self.metrics, self.ready,
@@ -169,6 +186,9 @@ class Facade:
                 await task
         self._tasks.clear()
         await self.proxy.close()
+        if self.placer is not None:
+            await self.placer.close()
+            self.placer = None
         if self.client is not None:
             await self.client.close()
             self.client = None

@@ -32,6 +32,13 @@ class FacadeMetrics:
         self.created = Counter(
             "sandman_facade_sandboxes_created", "Sandbox pods created.", ["tenant"], registry=r
         )
+        self.creates = Counter(
+            "sandman_facade_pod_creates",
+            "Pod creates sent, by placement: pre-placed (spec.nodeName set: one write), "
+            "unbound (binder mode or no placement), unbound-late (the placement ran out).",
+            ["placement"],
+            registry=r,
+        )
         self.released = Counter(
             "sandman_facade_sandboxes_released",
             "Sandboxes released by trainers.",

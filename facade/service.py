@@ -33,7 +33,15 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from kube import PODS, AlreadyExists, Forbidden, KubeClient, KubeError, NotFound
+from kube import (
+    PODS,
+    AlreadyExists,
+    Forbidden,
+    KubeClient,
+    KubeError,
+    NotFound,
+    SendDeadlinePassed,
+)
 from kube.cache import Obj
 from kube.contract import (
     ANNOTATION_GROUP,
@@ -41,6 +49,7 @@ from kube.contract import (
     ANNOTATION_REQUEST_DIGEST,
     LABEL_OWNER,
 )
+from kube.placement import Placement, PlacementClient
 from sandman.wire.facade import (
     BatchFailure,
     BatchResult,
@@ -90,6 +99,7 @@ class SandboxService:
         minter: TokenMinter,
         metrics: FacadeMetrics,
         settings: ServiceSettings | None = None,
+        placer: PlacementClient | None = None,
     ) -> None:
         self.client = client
         self.index = index
@@ -100,6 +110,8 @@ class SandboxService:
         self.metrics = metrics
         self.settings = settings or ServiceSettings()
         self.leases = OwnerLeaseWriter(client)
+        #: Pre-placed creation (kube/placement.py); None: binder mode, every pod unbound.
+        self.placer = placer
 
     # --- create ---------------------------------------------------------------------------
     async def create(
@@ -112,7 +124,8 @@ class SandboxService:
             return existing, False
         self._admit(tenant, 1)
         pod = self._render(tenant, spec, sid, _digest(spec))
-        return await self._create_pod(tenant, pod)
+        placements = await self._place(tenant, {0: pod}, group=None)
+        return await self._create_pod(tenant, pod, placements.get(sid))
 
     async def create_batch(
         self, tenant: Tenant, batch: CreateBatch, key: str | None
@@ -131,12 +144,15 @@ class SandboxService:
                     annotations = pod["metadata"]["annotations"]
                     annotations[ANNOTATION_GROUP] = batch.group
                     annotations[ANNOTATION_GROUP_SIZE] = str(batch.count)
+            placements = await self._place(tenant, pods, batch.group)
             limit = asyncio.Semaphore(self.settings.batch_concurrency)
 
             async def one(i: int) -> None:
                 async with limit:
                     try:
-                        results[i] = (await self._create_pod(tenant, pods[i]))[0]
+                        placed = placements.get(ids[i])
+                        created = await self._create_pod(tenant, pods[i], placed, batch.group)
+                        results[i] = created[0]
                     except FacadeError as e:
                         results[i] = BatchFailure(
                             index=i,
@@ -209,10 +225,33 @@ class SandboxService:
         pod["metadata"]["annotations"][ANNOTATION_REQUEST_DIGEST] = digest
         return pod
 
-    async def _create_pod(self, tenant: Tenant, pod: Obj) -> tuple[Sandbox, bool]:
+    async def _place(
+        self, tenant: Tenant, pods: dict[int, Obj], group: str | None
+    ) -> dict[str, Placement]:
+        """The leader's placements for ``pods`` (pre-placed mode); {} means all unbound.
+
+        Groups stay with the binder: a group is placed all or nothing across its members,
+        which may arrive in several requests (scheduler/gang.py)."""
+        if not self._prepays(group) or not pods:
+            return {}
+        assert self.placer is not None
+        first = next(iter(pods.values()))
+        names = [p["metadata"]["name"] for p in pods.values()]
+        # Our turn at the API budget first: a placement is good for about a second, and
+        # a burst can queue creates at the client for many seconds.
+        await self.client.take_tokens(len(names))
+        return await self.placer.place(tenant.namespace, names, _template(first))
+
+    async def _create_pod(
+        self,
+        tenant: Tenant,
+        pod: Obj,
+        placement: Placement | None = None,
+        group: str | None = None,
+    ) -> tuple[Sandbox, bool]:
         ns, sid = tenant.namespace, pod["metadata"]["name"]
         try:
-            created = await self.client.request("POST", PODS.path(ns), body=pod, idempotent=True)
+            created = await self._post_pod(ns, pod, placement, group)
         except AlreadyExists:
             # A retry of a create that landed (ours, another replica's, or a lost response).
             existing = await self._fetch(ns, sid)
@@ -230,6 +269,39 @@ class SandboxService:
         view = self.index.get(ns, sid)
         assert view is not None
         return view, True
+
+    def _prepays(self, group: str | None) -> bool:
+        """Whether :meth:`_place` took the creates' tokens (pre-placed, no group)."""
+        return self.placer is not None and group is None
+
+    async def _post_pod(
+        self, ns: str, pod: Obj, placement: Placement | None, group: str | None = None
+    ) -> Obj:
+        """Create ``pod`` on its placement's node if it can still be sent in time, else
+        unbound (the binder places it): the fast path never fails a create."""
+        prepaid = self._prepays(group)
+        if placement is not None:
+            placed = {**pod, "spec": {**pod["spec"], "nodeName": placement.node}}
+            try:
+                created: Obj = await self.client.request(
+                    "POST",
+                    PODS.path(ns),
+                    body=placed,
+                    idempotent=True,
+                    send_by=placement.send_by,
+                    prepaid=prepaid,
+                )
+            except SendDeadlinePassed:
+                self.metrics.creates.labels("unbound-late").inc()
+            else:
+                self.metrics.creates.labels("pre-placed").inc()
+                return created
+        created = await self.client.request(
+            "POST", PODS.path(ns), body=pod, idempotent=True, prepaid=prepaid and placement is None
+        )
+        if placement is None:
+            self.metrics.creates.labels("unbound").inc()
+        return created
 
     async def _fetch(self, ns: str, sid: str) -> Obj:
         cached = self.index.current_pod(ns, sid)
@@ -328,6 +400,23 @@ class SandboxService:
     async def renew_lease(self, tenant: Tenant, owner: str, duration_s: int) -> LeaseStatus:
         _check_owner(owner)
         return await self.leases.renew(tenant.namespace, owner, duration_s)
+
+
+def _template(pod: Obj) -> Obj:
+    """What the leader needs to plan ``pod``'s batch: no names, no env (it holds the
+    sandbox's daemon token)."""
+
+    def bare(containers: list[Obj]) -> list[Obj]:
+        return [{k: v for k, v in c.items() if k != "env"} for c in containers]
+
+    meta, spec = pod["metadata"], dict(pod["spec"])
+    for key in ("containers", "initContainers"):
+        if key in spec:
+            spec[key] = bare(spec[key])
+    return {
+        "metadata": {"labels": meta.get("labels"), "annotations": meta.get("annotations")},
+        "spec": spec,
+    }
 
 
 def _sandbox_id(tenant: Tenant, key: str | None, member: int | None = None) -> str:

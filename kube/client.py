@@ -34,13 +34,15 @@ import msgspec
 
 from kube.errors import (
     KubeError,
+    SendDeadlinePassed,
+    TooManyRequests,
     TransportError,
     Unauthorized,
     error_from_status,
     from_kr8s,
 )
 from kube.lean import LeanPool
-from kube.ratelimit import TokenBucket
+from kube.ratelimit import AdaptivePacer, TokenBucket
 from kube.resources import PODS, Resource
 from kube.settings import ClientSettings
 from kube.verbs import JSON, Verbs, selectors
@@ -91,6 +93,7 @@ class KubeClient(Verbs):
         self.settings = settings
         self.observer = observer
         self.bucket = TokenBucket(settings.qps, settings.burst)
+        self.pacer = AdaptivePacer(self.bucket, settings.pacer)
         self._session = session
         self._ssl = ssl
         self._base = str(api.auth.server).rstrip("/")
@@ -145,8 +148,19 @@ class KubeClient(Verbs):
         leader election its own client for the same reason)."""
         derived = copy.copy(self)
         derived.bucket = TokenBucket(qps, burst)
+        derived.pacer = AdaptivePacer(derived.bucket, self.settings.pacer)
         derived._owns_session = False
         return derived
+
+    async def take_tokens(self, n: int) -> None:
+        """Wait until ``n`` requests may go (the first attempt of each then ``prepaid``):
+        what must be sent right after a decision — a pre-placed batch — waits for its
+        turn *before* the decision, not after it."""
+        delay = 0.0
+        for _ in range(n):
+            delay = self.bucket.reserve()
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     def _auth_headers(self) -> dict[str, str]:
         token = self.kr8s.auth.token
@@ -186,12 +200,17 @@ class KubeClient(Verbs):
         content_type: str = JSON,
         idempotent: bool | None = None,
         lean: bool = False,
+        send_by: float | None = None,
+        prepaid: bool = False,
     ) -> Any:
         """Send one request with rate limiting and retries; return the decoded JSON body.
 
         ``idempotent`` (default: by method; POST is not) allows repeating the request after
         a 5xx or a timeout, where it may already have taken effect. ``lean``: over the lean
-        transport (small bodies, no query; the binds)."""
+        transport (small bodies, no query; the binds). ``send_by`` (``time.monotonic()``):
+        no attempt is sent after it — :class:`SendDeadlinePassed` instead (a pre-placed
+        create must not land after its placement ran out). ``prepaid``: the first attempt's
+        token was taken already (:meth:`take_tokens`)."""
         safe = method in _SAFE_METHODS if idempotent is None else idempotent
         data = None if body is None else msgspec.json.encode(body)
         headers = {**self._headers, "Content-Type": content_type, "Accept": JSON}
@@ -199,11 +218,25 @@ class KubeClient(Verbs):
         reauthenticated = False
         attempt = 0
         while True:
-            await self.bucket.acquire()
+            if prepaid:
+                prepaid = False
+            else:
+                await self.bucket.acquire()
+            if send_by is not None and time.monotonic() > send_by:
+                raise SendDeadlinePassed(f"{method} {path}: not sent, its deadline passed")
+            sent = self.pacer.now()
             try:
                 if lean and data is not None and not query:
-                    return await self._lean_once(method, verb, path, data, headers)
-                return await self._once(method, verb, path, query, data, headers)
+                    answer = await self._lean_once(method, verb, path, data, headers)
+                else:
+                    answer = await self._once(method, verb, path, query, data, headers)
+            except TooManyRequests as e:
+                self.pacer.throttled(sent)
+                attempt += 1
+                if attempt >= self.settings.max_attempts:
+                    raise
+                await asyncio.sleep(self._delay(e, attempt))
+                continue
             except Unauthorized:
                 if reauthenticated:
                     raise
@@ -211,10 +244,15 @@ class KubeClient(Verbs):
                 headers.update(await self._reauthenticate())
                 continue
             except KubeError as e:
+                if e.code:  # the server answered (404, 409, 5xx...): it spent budget on it
+                    self.pacer.answered(self.pacer.now() - sent)
                 attempt += 1
                 if attempt >= self.settings.max_attempts or not self._may_retry(e, safe):
                     raise
                 await asyncio.sleep(self._delay(e, attempt))
+            else:
+                self.pacer.answered(self.pacer.now() - sent)
+                return answer
 
     async def _once(
         self,

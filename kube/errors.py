@@ -25,6 +25,7 @@ __all__ = [
     "Invalid",
     "KubeError",
     "NotFound",
+    "SendDeadlinePassed",
     "ServerError",
     "ServerTimeout",
     "TooManyRequests",
@@ -70,6 +71,11 @@ class TransportError(KubeError):
     def __init__(self, message: str, *, sent: bool = True, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.sent = sent
+
+
+class SendDeadlinePassed(KubeError):
+    """Not sent: the caller's ``send_by`` passed while the request waited for a token or a
+    retry (a pre-placed create whose placement ran out: kube/placement.py)."""
 
 
 class BadRequest(KubeError):

@@ -7,8 +7,9 @@ for a controller talking to one kube-apiserver; tests shrink them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from kube.ratelimit import PacerSettings
 from sandman.wire.backoff import Backoff
 
 __all__ = ["ClientSettings", "Timeouts"]
@@ -37,6 +38,9 @@ class ClientSettings:
     #: are long-lived and not counted after they start.
     qps: float = 200.0
     burst: int = 400
+    #: The bucket's rate follows the server's answers (AIMD, kube/ratelimit.py) below
+    #: ``qps``, the ceiling.
+    pacer: PacerSettings = field(default_factory=PacerSettings)
     #: Attempts of a request that is safe to repeat (1 = no retry).
     max_attempts: int = 5
     #: Exponential backoff between attempts, full jitter: retry n waits up to

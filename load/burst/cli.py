@@ -39,6 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--classes", type=Path, metavar="FILE",
                    help="sandbox classes and their shares of the requests (YAML list, "
                    "load/burst/classes.py), e.g. load/burst/mixed-classes.yaml")  # fmt: skip
+    p.add_argument("--creation", choices=("pre-placed", "binder"), default=d.creation,
+                   help="the facade's creation mode (pre-placed: 1 write)")  # fmt: skip
+    p.add_argument("--kill-leader-at", type=float, metavar="FRACTION",
+                   help="two controllers; SIGKILL the leader at this fraction bound")  # fmt: skip
     p.add_argument("--batch", type=int, default=d.batch, help="sandboxes per facade request")
     p.add_argument("--baseline-sample", type=int, default=d.baseline_sample,
                    help="pods bound by the QPS-50 baseline binder (0: skip)")  # fmt: skip
@@ -75,6 +79,8 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
         nodes=a.nodes,
         overrides=tuple(a.set),
         direct=a.direct,
+        creation=a.creation,
+        kill_leader_at=a.kill_leader_at,
         batch=a.batch,
         baseline_sample=a.baseline_sample,
         ready_timeout_s=a.ready_timeout,

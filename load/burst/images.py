@@ -262,6 +262,7 @@ def _lower_bound(s: ImageMixSettings, mode: str, last_request_s: float) -> tuple
     model = an.BudgetModel(
         sandboxes=s.sandboxes,
         mutating_qps=budget.mutating_qps,
+        mutating_burst=budget.mutating_burst,
         container_start_s=budget.container_start_s,
         arrival_window_s=s.window_s,
         nodes=budget.nodes,

@@ -62,6 +62,8 @@ class BurstResult:
     baseline: BaselineResult | None = None
     placement: Placement | None = None  # with --classes: sandboxes per class and pool
     checks: list[Check] = field(default_factory=list)
+    leader_killed_at_s: float = math.nan  # --kill-leader-at: when (the run's clock)
+    longest_stall_s: float = math.nan  # the longest time without a bind/placement after it
 
     @property
     def ready(self) -> int:
@@ -103,6 +105,14 @@ def write_markdown(r: BurstResult, path: Path) -> str:
         f"| sandboxes left after release | {r.left_after_release:,} "
         f"(release took {_f(r.release_s, 1)} s) |",
         f"| peak binds/s (1 s windows) | {max(r.binds_per_s, default=0):,} |",
+        *(
+            [
+                f"| leader SIGKILLed at / longest placement or bind stall after it | "
+                f"{_f(r.leader_killed_at_s, 1)} s / **{_f(r.longest_stall_s)} s** |"
+            ]
+            if not math.isnan(r.leader_killed_at_s)
+            else []
+        ),
         "| CPU seconds, first request → all Ready | "
         + ", ".join(f"{k} {v:.1f}" for k, v in r.cpu_s.items())
         + " |",

@@ -15,11 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import aiohttp
 import psutil
 
 from devstack.stack import Stack, StackSettings
 from kube import ClientSettings, KubeClient, Timeouts
 from kube.contract import LABEL_OWNER
+from kube.placement import PLACEMENT_PATH
 from load.burst import analysis as an
 from load.burst.baseline import BUCKET_BURST
 from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
@@ -38,6 +40,11 @@ __all__ = ["TENANT", "TOKEN", "run_burst"]
 
 Say = Callable[[str], None]
 
+#: With --kill-leader-at: a 2 s lease renewed every 0.25 s, so a standby takes over within
+#: ~2.3 s of the kill (then waits out the old leader's placements, 1.5 s): a stall under 5 s
+#: at ~4 renewals/s, each a small write in Sandman's priority level (BENCHMARKS.md).
+ELECTION_ARGS = ("--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.25")
+
 
 @dataclass(slots=True)
 class _Phase:
@@ -51,6 +58,7 @@ class _Phase:
     release_s: float
     cpu_s: dict[str, float]  # CPU seconds per process, first request → all Ready
     placement: Placement | None  # with classes: where they landed, before the release
+    killed_at: float | None = None  # when the leader was SIGKILLed (the recorder's clock)
 
 
 def _stack_settings(s: BurstSettings) -> StackSettings:
@@ -66,6 +74,9 @@ def _stack_settings(s: BurstSettings) -> StackSettings:
         preloaded_images=(s.image,),
         controller_args=(*controller, "--progress-interval", "10", *s.controller_args),
         facade_replicas=0 if s.direct else 1,
+        facade_args=("--creation", s.creation),
+        controller_replicas=1 if s.kill_leader_at is None else 2,
+        election_args=ELECTION_ARGS,
         tenants=(TENANT,),
         tenant_tokens={TENANT: TOKEN},
         extra_classes=tuple(dict(c.entry) for c in s.classes),
@@ -140,7 +151,11 @@ async def _sandman_phase(
         before = await metrics.read()
         say(f"firing {s.sandboxes:,} sandbox requests within {s.window_s:g} s ({_mode(s)})")
         cpu_before = _cpu_seconds(stack)
-        await _burst(s, recorder, driver, s.sandboxes, s.ready_timeout_s)
+        killer = _LeaderKiller(stack, s.kill_leader_at, s.sandboxes, say)
+        if not s.direct and s.creation == "pre-placed":
+            await _wait_placing(stack)
+        await killer.find_leader()
+        await _burst(s, recorder, driver, s.sandboxes, s.ready_timeout_s, killer)
         cpu = {k: v - cpu_before.get(k, 0.0) for k, v in _cpu_seconds(stack).items()}
         placement = await census(admin, ns, selector) if s.classes else None
         say("releasing every sandbox of the run (one request)")
@@ -152,7 +167,9 @@ async def _sandman_phase(
         after = await metrics.read()
     finally:
         await recorder.stop()
-    return _Phase(recorder, driver, before, after, left, release_s, cpu, placement)
+    return _Phase(
+        recorder, driver, before, after, left, release_s, cpu, placement, killer.killed_at
+    )
 
 
 def _cpu_seconds(stack: Stack) -> dict[str, float]:
@@ -168,13 +185,62 @@ def _cpu_seconds(stack: Stack) -> dict[str, float]:
 
 
 def _mode(s: BurstSettings) -> str:
+    fault = ""
+    if s.kill_leader_at is not None:
+        fault = f"; leader SIGKILLed at {s.kill_leader_at:.0%} bound, a warm standby"
     if s.direct:
-        return "direct: pods created through the Kubernetes API, no facade"
-    return f"through the facade, {s.batch} per request"
+        return "direct: pods created through the Kubernetes API, no facade" + fault
+    return f"through the facade, {s.batch} per request, {s.creation} creation" + fault
+
+
+async def _wait_placing(stack: Stack, timeout_s: float = 30.0) -> None:
+    """Until a controller serves placements: a leader that has just started waits out any
+    predecessor's placements first (controller/placement.py), and a burst fired into that
+    wait would be measured against the fallback, not the fast path."""
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession() as http:
+        while time.monotonic() < deadline:
+            for url in stack.controller_urls:
+                with contextlib.suppress(aiohttp.ClientError):
+                    async with http.get(url + PLACEMENT_PATH) as resp:
+                        if resp.status == 200:
+                            return
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"no controller served placements within {timeout_s:g} s")
+
+
+class _LeaderKiller:
+    """SIGKILLs the leading controller once ``fraction`` of the sandboxes is bound."""
+
+    def __init__(self, stack: Stack, fraction: float | None, n: int, say: Say) -> None:
+        self.stack, self.say = stack, say
+        self.at = None if fraction is None else math.ceil(fraction * n)
+        self.killed_at: float | None = None
+        self.leader = ""
+
+    async def find_leader(self) -> None:
+        """Before the burst: who to kill, so the kill itself is not late."""
+        if self.at is not None:
+            self.leader = await self.stack.leader()
+            if not self.leader:
+                raise RuntimeError("no controller holds the leader Lease")
+
+    async def check(self, bound: int, now: float) -> None:
+        if self.at is None or self.killed_at is not None or bound < self.at:
+            return
+        leader = self.leader
+        await self.stack.kill(leader)
+        self.killed_at = now
+        self.say(f"SIGKILLed the leader ({leader}) at {bound:,} bound, t = {now:.1f} s")
 
 
 async def _burst(
-    s: BurstSettings, recorder: PodRecorder, driver: Driver, n: int, timeout_s: float
+    s: BurstSettings,
+    recorder: PodRecorder,
+    driver: Driver,
+    n: int,
+    timeout_s: float,
+    killer: _LeaderKiller | None = None,
 ) -> None:
     """Fire ``n`` requests and wait until all are Ready (or failed, or the timeout)."""
 
@@ -193,6 +259,8 @@ async def _burst(
                 f"created {driver.stats.created:,} bound {c['bound']:,} "
                 f"failed {c['failed']:,} 429 {driver.stats.throttled:,}",
             )
+            if killer is not None:
+                await killer.check(c["bound"], recorder.now())
             given_up = sum(driver.stats.failures.values())
             if c["ready"] + c["failed"] + given_up >= n and fire.done():
                 break
@@ -284,7 +352,9 @@ def _analyse(
     model = an.BudgetModel(
         sandboxes=s.sandboxes,
         mutating_qps=budget.mutating_qps,
+        mutating_burst=budget.mutating_burst,
         container_start_s=budget.container_start_s,
+        writes_per_sandbox=s.writes_per_sandbox,
         arrival_window_s=s.window_s,
         nodes=budget.nodes,
         kubelet_creation_rate=budget.creation_rate,
@@ -318,14 +388,22 @@ def _analyse(
         baseline=baseline,
         placement=p.placement,
     )
+    if p.killed_at is not None:
+        bound = [r.bound for r in rows]
+        last = max((t for t in bound if t is not None), default=p.killed_at)
+        last = max(last, p.killed_at)  # nothing bound after the kill: no stall to measure
+        result.leader_killed_at_s = p.killed_at
+        result.longest_stall_s = an.longest_stall_s(bound, p.killed_at, last)
     result.checks = _checks(s, result)
     return result
 
 
 def _notes(s: BurstSettings, b: ProfileBudget, m: an.BudgetModel) -> list[str]:
     notes = [
-        f"Budget of Sandman's priority level: {b.mutating_qps:g} mutating requests/s; "
-        f"{m.writes_needed:,} writes before Ready (create + bind per sandbox) → "
+        f"Budget of Sandman's priority level: {b.mutating_qps:g} mutating requests/s after "
+        f"an initial burst of {b.mutating_burst:g}; {m.writes_needed:,} writes before Ready "
+        f"({'create only' if s.writes_per_sandbox == 1 else 'create + bind'} per sandbox) → "
+        f"max(0, writes - burst) / rate = "
         f"{m.api_bound_s:.1f} s; kubelets: ⌈{s.sandboxes:,} / {b.nodes}⌉ creations per node at "
         f"{b.creation_rate:g}/s → {m.kubelet_bound_s:.1f} s; container start "
         f"{b.container_start_s:g} s (image preloaded on every node: the node agent's job).",
@@ -384,6 +462,15 @@ def _checks(s: BurstSettings, r: BurstResult) -> list[Check]:
                 f"{wrong} ({unbound})"
                 + (f": {', '.join(r.placement.violations[:3])}" if wrong else ""),
                 wrong == 0 and unbound == 0,
+            )
+        )
+    if not math.isnan(r.longest_stall_s):
+        out.append(
+            Check(
+                "longest placement/bind stall after the leader kill",
+                f"≤ {t.max_stall_s:g} s",
+                f"{r.longest_stall_s:.2f} s",
+                r.longest_stall_s <= t.max_stall_s,
             )
         )
     if t.require_all_ready:

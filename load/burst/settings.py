@@ -26,6 +26,8 @@ class Thresholds:
 
     min_efficiency: float = 0.87
     max_writes_per_sandbox: float = 3.0
+    #: With --kill-leader-at: the longest time without a placement or bind after the kill.
+    max_stall_s: float = 5.0
     max_admission_rejections: int = 0
     max_left_after_release: int = 0
     require_all_ready: bool = True
@@ -40,6 +42,12 @@ class BurstSettings:
     nodes: int | None = None  # None: the profile's
     overrides: tuple[str, ...] = ()
     direct: bool = False  # create pods through the Kubernetes API, not the facade
+    #: The facade's creation mode: "pre-placed" (nodeName on create, 1 write before Ready)
+    #: or "binder" (unbound pods, create + bind). --direct creates unbound pods.
+    creation: str = "pre-placed"
+    #: SIGKILL the leading controller (of two, a warm standby) once this fraction of the
+    #: sandboxes is bound; None: one controller, no fault.
+    kill_leader_at: float | None = None
     batch: int = 100  # sandboxes per facade request (1: POST /v1/sandboxes)
     baseline_sample: int = 1_000  # pods for the one-at-a-time binder; 0: skip it
     ready_timeout_s: float = 900.0
@@ -59,11 +67,22 @@ class BurstSettings:
             raise ValueError("sandboxes and batch must be >= 1, window >= 0")
         if self.classes and self.direct:
             raise ValueError("--classes needs the facade (classes are facade configuration)")
+        if self.creation not in ("pre-placed", "binder"):
+            raise ValueError("creation must be pre-placed or binder")
+        if self.kill_leader_at is not None and not 0 < self.kill_leader_at < 1:
+            raise ValueError("kill_leader_at must be a fraction in (0, 1)")
+
+    @property
+    def writes_per_sandbox(self) -> int:
+        """API writes each sandbox needs before Ready: the create, plus a bind unless the
+        facade pre-places it."""
+        return 1 if self.creation == "pre-placed" and not self.direct else 2
 
 
 @dataclass(frozen=True, slots=True)
 class ProfileBudget:
     mutating_qps: float  # inf: Sandman's requests are not budgeted in this profile
+    mutating_burst: float  # the level's bucket size (its initial burst of tokens)
     container_start_s: float
     nodes: int
     creation_rate: float
@@ -78,16 +97,20 @@ def profile_budget(s: BurstSettings) -> ProfileBudget:
     cs = load_profile(s.profile, overrides)
     flow = cs.server.flowcontrol or {}
     namespace = SANDMAN_SERVICE_ACCOUNT.split("/")[0]
-    qps = math.inf
+    qps, burst = math.inf, 0.0
     for schema in flow.get("schemas") or []:
         accounts = schema.get("service_accounts") or []
         if SANDMAN_SERVICE_ACCOUNT in accounts or f"{namespace}/*" in accounts:
             level = (flow.get("levels") or {}).get(schema.get("level"), {})
-            qps = float((level.get("mutating") or {}).get("rate") or math.inf)
+            mutating = level.get("mutating") or {}
+            qps = float(mutating.get("rate") or math.inf)
+            # simcluster's bucket: ``burst`` tokens, or one second's worth when unset.
+            burst = float(mutating.get("burst") or max(qps, 1.0)) if qps < math.inf else 0.0
             break
     ns, name = SANDMAN_SERVICE_ACCOUNT.split("/")
     return ProfileBudget(
         mutating_qps=qps,
+        mutating_burst=burst,
         container_start_s=cs.node.start_latency_s,
         nodes=cs.nodes,
         creation_rate=cs.node.creation_rate,

@@ -4,12 +4,16 @@ bound on paper-burst's numbers, efficiency, the QPS-50 model, API counters, paci
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 
 from load.burst import analysis as an
 from load.burst.driver import schedule
+from load.burst.settings import BurstSettings, profile_budget
+from simcluster.apiserver.flowcontrol import Budget, _Bucket
 
 METRICS = """\
 # HELP apiserver_request_total API requests
@@ -64,9 +68,35 @@ def test_lower_bound_on_the_reference_burst() -> None:
     assert model.writes_needed == 23_716
     bound, which = an.lower_bound_s(model)
     assert which == "api"
-    assert bound == pytest.approx(23_716 / 500 + 1.2)  # 48.63 s
-    assert an.efficiency(bound, 52.0) == pytest.approx(0.935, abs=1e-3)
+    assert bound == pytest.approx(23_716 / 500 + 1.2)  # 48.63 s: no burst in the model
+    full_bucket = dataclasses.replace(model, mutating_burst=500)
+    bound, which = an.lower_bound_s(full_bucket)
+    assert which == "api"
+    assert bound == pytest.approx((23_716 - 500) / 500 + 1.2)  # 47.63 s
+    assert an.efficiency(bound, 52.0) == pytest.approx(0.916, abs=1e-3)
     assert math.isnan(an.efficiency(bound, math.nan))
+    one_write = dataclasses.replace(full_bucket, writes_per_sandbox=1)
+    assert an.lower_bound_s(one_write)[0] == pytest.approx((11_858 - 500) / 500 + 1.2)
+
+
+def test_lower_bound_is_a_bound_on_simclusters_token_bucket() -> None:
+    """The fastest any client can get N writes through simcluster's bucket (rate r, full at
+    the start with b tokens) is (N - b) / r: the bound must never exceed it."""
+    rate, burst, writes = 500.0, 500.0, 1_300
+    bucket = _Bucket(Budget(rate=rate, burst=burst))
+    start = bucket.stamp
+    waits = [bucket.wait_for_token() for _ in range(writes)]  # all at once: the best case
+    last_admitted = max(waits) + (bucket.stamp - start)
+    model = an.BudgetModel(writes, rate, 0.0, writes_per_sandbox=1, mutating_burst=burst)
+    assert model.api_bound_s <= last_admitted + 1e-6
+    assert model.api_bound_s == pytest.approx(last_admitted, abs=0.01)
+    within_burst = an.BudgetModel(400, rate, 1.0, writes_per_sandbox=1, mutating_burst=burst)
+    assert an.lower_bound_s(within_burst) == (pytest.approx(1.0), "api")
+
+
+def test_the_profiles_budget_carries_its_burst(tmp_path: Path) -> None:
+    budget = profile_budget(BurstSettings(out=tmp_path))
+    assert (budget.mutating_qps, budget.mutating_burst) == (500, 500)
 
 
 def test_lower_bound_kubelet_term_and_arrival_window() -> None:
@@ -107,3 +137,10 @@ def test_schedule_spreads_requests_over_the_window() -> None:
     assert [size for _, size in plan] == [100, 100, 50]
     assert [t for t, _ in plan] == pytest.approx([0, 10 / 3, 20 / 3])
     assert sum(size for _, size in schedule(11_858, 10.0, 1)) == 11_858
+
+
+def test_longest_stall_after_a_fault() -> None:
+    bound = [0.5, 1.0, 1.1, 4.6, 4.7, None, 5.0]
+    assert an.longest_stall_s(bound, since=1.05, until=5.0) == pytest.approx(3.5)  # 1.1 → 4.6
+    assert an.longest_stall_s(bound, since=4.9, until=5.0) == pytest.approx(0.1)
+    assert an.longest_stall_s([], since=2.0, until=3.0) == pytest.approx(1.0)

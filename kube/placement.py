@@ -1,0 +1,207 @@
+"""Pre-placed creation's contract: the leader's placement endpoint, how it is found, and
+the facade's client for it.
+
+Why: in binder mode every sandbox costs two API writes before it can start (the create and
+the ``pods/binding``). When the facade asks the leading controller *where* a batch goes
+before creating it, it can create the pods with ``spec.nodeName`` already set: one write.
+The leader plans them exactly as it plans a batch of pending pods and keeps the capacity in
+its assumed ledger until its bound-pod watch shows the pod (or the reservation expires).
+
+How the facade finds the leader: the leader writes the URL of its placement endpoint on its
+election Lease (annotation :data:`ANNOTATION_PLACEMENT_URL`, next to ``holderIdentity``),
+and the facade reads that Lease (a cached GET, refreshed at most every
+``leader_refresh_s`` and at once after a failed call). No Service or DNS name per leader
+is needed, and a standby never receives placement calls. A controller that runs without
+election (one replica) is given to the facade as a fixed URL instead.
+
+**Never worse than binder mode.** Any failure of the fast path — no leader, the leader
+unreachable within ``timeout_s``, a 503 while a new leader waits out its predecessor's
+placements, no room — leaves the pod to be created unbound, as before.
+
+**Never overcommit.** A placement is good for ``valid_for_s`` (the leader's answer): the
+facade must *send* the create within that time after it asked (:meth:`KubeClient.request`'s
+``send_by``), or create the pod unbound. A new leader serves placements (and binds) only
+after ``valid_for_s`` plus a margin have passed since it took over: by then every create an
+old leader's placement allowed has been sent and, the API server answering in milliseconds,
+is in the new leader's watch (docs/controller.md, "Pre-placed creation").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from kube.errors import KubeError, NotFound
+from kube.resources import LEASES
+from kube.verbs import Verbs
+
+__all__ = [
+    "ANNOTATION_PLACEMENT_URL",
+    "PLACEMENT_PATH",
+    "Placement",
+    "PlacementAnswer",
+    "PlacementClient",
+    "PlacementClientSettings",
+    "PlacementRequest",
+]
+
+log = logging.getLogger(__name__)
+
+#: On the controller's election Lease: where the leader serves placements.
+ANNOTATION_PLACEMENT_URL = "sandman.io/placement-url"
+PLACEMENT_PATH = "/internal/v1/placements"
+
+
+class PlacementRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """Pods to place, all of one shape: ``template`` is one rendered Pod (its requests,
+    selectors, tolerations, image and group annotations count; its name does not), and
+    ``names`` the pods' names in ``namespace``."""
+
+    namespace: str
+    names: list[str]
+    template: dict[str, Any]
+
+
+class PlacementAnswer(msgspec.Struct):
+    """``nodes[i]``: where ``names[i]`` goes (None: create it unbound); the placements are
+    good for ``valid_for_s`` after the request was sent."""
+
+    nodes: list[str | None]
+    valid_for_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    node: str
+    #: ``time.monotonic()`` after which the create must not be sent with this node.
+    send_by: float
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementClientSettings:
+    #: The leader's placement URL when there is no election (one controller that always
+    #: leads, e.g. the local stack); "": read it from the election Lease below.
+    url: str = ""
+    #: The controller's election Lease (controller.leader.ElectionSettings' defaults).
+    lease_name: str = "sandman-controller"
+    lease_namespace: str = "sandman-system"
+    #: A placement call that takes longer is abandoned: the pods go unbound.
+    timeout_s: float = 0.5
+    #: The Lease is re-read at most this often (and after a failed call).
+    leader_refresh_s: float = 1.0
+    #: The facade's own cap on a placement's life, whatever the leader says.
+    max_valid_for_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if min(self.timeout_s, self.leader_refresh_s, self.max_valid_for_s) <= 0:
+            raise ValueError("timeout_s, leader_refresh_s and max_valid_for_s must be > 0")
+
+
+class PlacementClient:
+    """The facade's side: ``await place(namespace, names, template)``."""
+
+    def __init__(
+        self,
+        api: Verbs,
+        settings: PlacementClientSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.settings = settings or PlacementClientSettings()
+        self._clock = clock
+        self._url = ""
+        self._read_at = -float("inf")
+        self._reading: asyncio.Task[str] | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._encoder = msgspec.json.Encoder()
+        self._decoder = msgspec.json.Decoder(PlacementAnswer)
+        #: Outcomes, for metrics and tests: placed / unplaced / failed calls.
+        self.counts = {"placed": 0, "unplaced": 0, "failed": 0}
+
+    async def close(self) -> None:
+        if self._reading is not None:
+            self._reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError, KubeError):
+                await self._reading
+            self._reading = None
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def place(
+        self, namespace: str, names: Sequence[str], template: dict[str, Any]
+    ) -> dict[str, Placement]:
+        """Placements for as many of ``names`` as the leader could place; {} on any failure."""
+        if not names:
+            return {}
+        sent_at = self._clock()
+        try:
+            async with asyncio.timeout(self.settings.timeout_s):
+                url = await self._leader_url()
+                if not url:
+                    return self._failed(len(names))
+                answer = await self._call(url, PlacementRequest(namespace, list(names), template))
+        except (TimeoutError, aiohttp.ClientError, KubeError, msgspec.DecodeError, OSError) as e:
+            log.info("placement call failed (%s): %d pods go unbound", type(e).__name__, len(names))
+            self._read_at = -float("inf")  # the leader may have changed: read the Lease again
+            return self._failed(len(names))
+        valid = min(answer.valid_for_s, self.settings.max_valid_for_s)
+        out = {
+            name: Placement(node, sent_at + valid)
+            for name, node in zip(names, answer.nodes, strict=False)
+            if node
+        }
+        self.counts["placed"] += len(out)
+        self.counts["unplaced"] += len(names) - len(out)
+        return out
+
+    def _failed(self, n: int) -> dict[str, Placement]:
+        self.counts["failed"] += 1
+        self.counts["unplaced"] += n
+        return {}
+
+    async def _call(self, url: str, request: PlacementRequest) -> PlacementAnswer:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        async with self._session.post(
+            url + PLACEMENT_PATH,
+            data=self._encoder.encode(request),
+            headers={"Content-Type": "application/json"},
+        ) as resp:
+            body = await resp.read()
+            if resp.status != 200:
+                message = body[:200].decode(errors="replace")
+                raise aiohttp.ClientResponseError(
+                    resp.request_info, (), status=resp.status, message=message
+                )
+        return self._decoder.decode(body)
+
+    async def _leader_url(self) -> str:
+        if self.settings.url:
+            return self.settings.url
+        if self._clock() - self._read_at < self.settings.leader_refresh_s:
+            return self._url
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.create_task(self._read_lease())
+        return await asyncio.shield(self._reading)
+
+    async def _read_lease(self) -> str:
+        s = self.settings
+        try:
+            lease = await self.api.get(LEASES, s.lease_name, s.lease_namespace)
+        except NotFound:
+            lease = {}
+        annotations = (lease.get("metadata") or {}).get("annotations") or {}
+        holder = (lease.get("spec") or {}).get("holderIdentity")
+        self._url = str(annotations.get(ANNOTATION_PLACEMENT_URL) or "") if holder else ""
+        self._read_at = self._clock()
+        return self._url

@@ -1,0 +1,102 @@
+"""Pre-placed creation through the facade's own HTTP API, with a real leading controller
+(tests/support/placement.py): a batch's pods are created on their nodes (one write each, no
+bind); binder mode and a placement that ran out before the create could be sent create
+unbound pods that the binder places — no trainer request fails because the fast path did."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.app import Controller
+from facade.app import FacadeSettings
+from kube import PODS, KubeClient
+from simcluster.embedded import EmbeddedCluster
+from tests.support.controller import CONTROLLER_USER, cluster_of, writes_by
+from tests.support.facade import NAMESPACE, LiveFacade, live_facade
+from tests.support.kube import FAST
+from tests.support.placement import LEASE, placing_controller, rejected, serving
+from tests.support.wait import wait_until_async
+
+pytestmark = pytest.mark.anyio
+
+SPEC = {"image": "registry.local/task:1", "owner": "run-1"}
+
+
+@pytest.fixture
+def cluster() -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster(cluster_of(2, cpu="4", foreign=0.0)) as c:
+        yield c
+
+
+@pytest.fixture
+async def leader(cluster: EmbeddedCluster) -> AsyncIterator[Controller]:
+    async with placing_controller(cluster, "a") as c:
+        await wait_until_async(lambda: serving(c), timeout_s=10)
+        yield c
+
+
+async def batch(live: LiveFacade, count: int) -> None:
+    async with live.http.post("/v1/batches", json={"spec": SPEC, "count": count}) as r:
+        assert r.status == 201, await r.text()
+        assert len((await r.json())["sandboxes"]) == count
+
+
+def creates(live: LiveFacade, placement: str) -> float:
+    return live.facade.metrics.creates.labels(placement)._value.get()
+
+
+async def pods_of(client: KubeClient) -> list[dict]:
+    return (await client.list(PODS, NAMESPACE))["items"]
+
+
+@pytest.mark.parametrize(
+    ("creation", "max_valid_for_s", "expected"),
+    [
+        ("pre-placed", 2.0, "pre-placed"),
+        ("pre-placed", 1e-6, "unbound-late"),
+        ("binder", 2.0, "unbound"),
+    ],
+)
+async def test_a_batch_is_created_on_its_nodes_or_unbound_for_the_binder(
+    cluster: EmbeddedCluster,
+    leader: Controller,
+    tmp_path: Path,
+    creation: str,
+    max_valid_for_s: float,
+    expected: str,
+) -> None:
+    placement = dataclasses.replace(LEASE, max_valid_for_s=max_valid_for_s)
+    settings = FacadeSettings(port=0, client=FAST, creation=creation, placement=placement)
+    async with (
+        live_facade(cluster.kubeconfig, settings, tmp_path) as live,
+        await KubeClient.connect(FAST, kubeconfig=str(cluster.kubeconfig)) as client,
+    ):
+        await batch(live, 10)
+        assert creates(live, expected) == 10
+        pods = await wait_until_async(lambda: _all_bound(client), timeout_s=10)
+        assert rejected(pods) == 0
+    binds = writes_by(cluster, CONTROLLER_USER, resource="pods", subresource="binding")
+    assert binds == (0 if expected == "pre-placed" else 10)
+
+
+async def _all_bound(client: KubeClient) -> list[dict]:
+    pods = await pods_of(client)
+    assert len(pods) == 10 and all(p["spec"].get("nodeName") for p in pods)
+    return pods
+
+
+async def test_a_batch_queued_at_the_client_still_goes_pre_placed(
+    cluster: EmbeddedCluster, leader: Controller, tmp_path: Path
+) -> None:
+    """16 creates at 8/s take 2 s to get their turn, longer than a placement lives (1 s):
+    the facade waits for its turn before asking, so none runs out."""
+    client = dataclasses.replace(FAST, qps=8, burst=1)
+    settings = FacadeSettings(port=0, client=client, placement=LEASE)
+    async with live_facade(cluster.kubeconfig, settings, tmp_path) as live:
+        async with live.http.post("/v1/batches", json={"spec": SPEC, "count": 16}) as r:
+            assert r.status == 201, await r.text()
+        assert (creates(live, "pre-placed"), creates(live, "unbound-late")) == (16, 0)
