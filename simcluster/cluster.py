@@ -138,6 +138,8 @@ class Cluster:
         say = progress or (lambda _msg: None)
         if self.runtime.name != "virtual" or self.process_runtime is not None:
             self.network.reserve()
+            if self.process_runtime is not None and self.network.lock_fd is not None:
+                self.process_runtime.inherit(self.network.lock_fd)
         await self.server.start()
         self.server.kubeconfig(self.kubeconfig, ADMIN)
         for fname, sa in self.settings.service_account_kubeconfigs:

@@ -4,8 +4,13 @@ In process mode every pod's daemon listens on its own loopback address (127.<n>.
 Two clusters on one machine (a developer's ``sandman-dev up`` next to a test run, or tests in
 parallel) must not hand out the same addresses, or a trainer's call lands in another
 cluster's sandbox. A cluster *reserves* a range of second octets by binding a lock socket on
-the range's first node address; the kernel releases it when the process exits, even on
-SIGKILL, so a crashed cluster never leaks its range.
+the range's first node address; the kernel releases it when the last process holding the socket
+exits, even on SIGKILL, so a crashed cluster never leaks its range. Every pod process of the
+cluster inherits the lock (``lock_fd``, passed by the process runtime): a pod that outlives its
+cluster (the cluster SIGKILLed, its pods in sessions of their own) keeps the range reserved
+until it exits, so no later cluster hands out an address that a stale daemon still answers on
+(seen: a leaked daemon on 127.1.0.4 made another cluster's sandbox answer 502
+``daemon_rejected_token`` and its own daemon fail to bind).
 """
 
 from __future__ import annotations
@@ -38,6 +43,11 @@ class PodNetwork:
             self._lock, self.first = lock, first
             return first
         raise SimclusterError("no free loopback pod network (too many clusters on this machine)")
+
+    @property
+    def lock_fd(self) -> int | None:
+        """The lock socket's descriptor, for pod processes to inherit (None before reserve)."""
+        return self._lock.fileno() if self._lock is not None else None
 
     def release(self) -> None:
         if self._lock is not None:

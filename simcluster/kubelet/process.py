@@ -101,7 +101,13 @@ class ProcessRuntime:
         self._pod_dir = settings.pod_dir or settings.log_dir.parent / "pods"
         self._procs: dict[str, list[tuple[str, asyncio.subprocess.Process]]] = {}
         self._closed = False
+        self._inherited: tuple[int, ...] = ()
         settings.log_dir.mkdir(parents=True, exist_ok=True)
+
+    def inherit(self, fd: int) -> None:
+        """Every pod process started from now on holds ``fd`` open (the cluster's pod-network
+        lock, simcluster/network.py): the range stays reserved while any of them lives."""
+        self._inherited = (*self._inherited, fd)
 
     def read_log(self, namespace: str, pod: str, container: str) -> bytes:
         path = self.settings.log_dir / f"{namespace}_{pod}_{container}.log"
@@ -152,7 +158,9 @@ class ProcessRuntime:
             env.setdefault("HOSTNAME", sandbox.name)
             with log.open("ab") as out:
                 try:
-                    proc = await _spawn(self._argv(sandbox, c), out, env, c.working_dir, self._base)
+                    proc = await _spawn(
+                        self._argv(sandbox, c), out, env, c.working_dir, self._base, self._inherited
+                    )
                 except OSError as e:
                     raise RuntimeStartError("StartError", f"container {c.name}: {e}") from e
             procs.append((c.name, proc))
@@ -195,7 +203,12 @@ class ProcessRuntime:
 
 
 async def _spawn(
-    argv: list[str], out: IO[bytes], env: dict[str, str], workdir: str | None, base: list[str]
+    argv: list[str],
+    out: IO[bytes],
+    env: dict[str, str],
+    workdir: str | None,
+    base: list[str],
+    inherited: tuple[int, ...] = (),
 ) -> asyncio.subprocess.Process:
     """Start one container's process in a session of its own. A start cancelled by a shutdown
     (the kubelet's task) still waits for the fork and kills what it forked: a process nobody
@@ -210,6 +223,7 @@ async def _spawn(
             env=env,
             cwd=workdir or "/" if not base else None,
             start_new_session=True,
+            pass_fds=inherited,
         )
     )
     try:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
+from simcluster.network import PodNetwork
 from simcluster.kubelet.runtime import Container, RuntimeStartError, Sandbox
 from tests.support.wait import wait_until_async
 
@@ -64,3 +65,28 @@ async def test_close_kills_running_pods(tmp_path: Path) -> None:
     await wait_until_async(lambda: runtime.exited(sandbox) is None, what="the pod runs")
     await runtime.close()
     assert runtime.exited(sandbox) is None  # forgotten: nothing left to report
+
+
+async def test_a_pod_holds_its_clusters_pod_network_until_it_exits(tmp_path: Path) -> None:
+    """A pod process outliving its cluster (the cluster SIGKILLed: pods run in sessions of
+    their own) must keep the cluster's loopback range reserved, or the next cluster hands its
+    addresses out again while the stale daemon still answers there."""
+    network = PodNetwork(nodes=1)
+    first = network.reserve()
+    runtime = _runtime(tmp_path)
+    assert network.lock_fd is not None
+    runtime.inherit(network.lock_fd)
+    sandbox = _sandbox("holder")
+    await runtime.start(sandbox)
+    network.release()  # the cluster is gone; its pod is not
+    taken = PodNetwork(nodes=1)
+    try:
+        assert taken.reserve() != first
+    finally:
+        taken.release()
+    await runtime.close()  # the pod exits: the range is free again
+    again = PodNetwork(nodes=1)
+    try:
+        assert again.reserve() <= first
+    finally:
+        again.release()
