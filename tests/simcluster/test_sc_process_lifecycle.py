@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
-from simcluster.network import PodNetwork
 from simcluster.kubelet.runtime import Container, RuntimeStartError, Sandbox
+from simcluster.network import PodNetwork
 from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
