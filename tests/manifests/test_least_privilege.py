@@ -166,7 +166,9 @@ async def test_a_removed_bind_rule_is_reported_not_a_silent_stall(
             AsyncSandman(stack.url, stack.token, owner=owner) as client,
             httpx.AsyncClient(timeout=5) as http,
         ):
-            pending = await client.create(IMAGE, wait=False)
+            # A group is always placed by the binder (pre-placed creation skips groups), so
+            # this sandbox needs the bind whichever creation mode is the default.
+            (pending,) = await client.create_many(1, IMAGE, wait=False, group="needs-a-bind")
 
             async def unready() -> bool:
                 answer = await http.get(readyz)
