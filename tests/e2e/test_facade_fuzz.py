@@ -7,10 +7,11 @@ query strings, path parameters, headers, undeclared methods — and checks each 
 5xx, a documented status, a body matching the documented schema, a 405 with ``Allow``, a 401
 without credentials, invalid data rejected, and valid data accepted.
 
-"Valid data accepted" has four documented exceptions no schema can state (docs/facade.md):
-three depend on the server's configuration or on what it issued before — a class that is not
-configured (``unknown_class``), a batch over the tenant's burst (``batch_too_large``), a
-``continue`` token the facade did not hand out (``invalid_continue``) — and one is uniqueness
+"Valid data accepted" has five documented exceptions no schema can state (docs/facade.md):
+four depend on the server's configuration or on what it issued before — a class that is not
+configured (``unknown_class``), a batch over the tenant's burst (``batch_too_large``), an
+announcement over the tenant's preparation caps (``prepare_too_large``), a ``continue`` token
+the facade did not hand out (``invalid_continue``) — and one is uniqueness
 by a field, which JSON Schema cannot express: an image named twice in one announcement
 (``duplicate_image``). The built-in check is replaced by one that allows exactly those.
 
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.timeout(120)
 STACK = {"profile": "ci", "facade_replicas": 1, "max_sandboxes": 30, "create_burst": 30}
 #: 400 reasons a schema-valid request may still get (see the module docstring).
 STATE_DEPENDENT = frozenset(
-    {"unknown_class", "batch_too_large", "invalid_continue", "duplicate_image"}
+    {"unknown_class", "batch_too_large", "prepare_too_large", "invalid_continue", "duplicate_image"}
 )
 MAX_WAIT_S = 0.2
 
