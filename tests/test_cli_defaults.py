@@ -59,7 +59,7 @@ def test_burst_flags_default_to_burst_settings() -> None:
     flag_of = {"window_s": "window", "ready_timeout_s": "ready_timeout"}
     for f in fields(BurstSettings):
         name = flag_of.get(f.name, f.name)
-        if hasattr(args, name) and f.name not in ("out", "nodes", "overrides", "direct"):
+        if hasattr(args, name) and f.name not in ("out", "nodes", "overrides", "direct", "classes"):
             assert getattr(args, name) == getattr(d, f.name), f.name
     assert (args.min_efficiency, args.max_writes) == (
         th.min_efficiency,
