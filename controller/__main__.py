@@ -20,6 +20,7 @@ from controller.placement import PlacementSettings
 from controller.prepare import PreparerSettings
 from controller.view import ViewSettings
 from kube import ClientSettings
+from kube.ratelimit import PacerSettings
 from scheduler import SchedulerSettings
 
 __all__ = ["main", "parse_settings"]
@@ -36,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", help="bind sandboxes of this namespace only (default: all)")
     p.add_argument("--qps", type=float, default=d.client.qps, help="client-side API requests/s")
     p.add_argument("--burst", type=int, default=d.client.burst)
+    p.add_argument("--no-pacer", action="store_true",
+                   help="fixed --qps: no adaptive pacing (kube/ratelimit.py)")  # fmt: skip
     p.add_argument("--bind-workers", type=int, default=d.binder.bind_workers)
     p.add_argument(
         "--max-starting-per-node", type=int, default=d.scheduler.max_starting_per_node,
@@ -93,7 +96,9 @@ def parse_settings(argv: list[str] | None = None) -> tuple[ControllerSettings, s
     settings = ControllerSettings(
         kubeconfig=a.kubeconfig,
         context=a.context,
-        client=ClientSettings(qps=a.qps, burst=a.burst),
+        client=ClientSettings(
+            qps=a.qps, burst=a.burst, pacer=PacerSettings(enabled=not a.no_pacer)
+        ),
         view=ViewSettings(
             scheduler_name=a.scheduler_name,
             namespace=a.namespace,

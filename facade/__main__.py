@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=d.port, help="0: any free port")
     p.add_argument("--qps", type=float, default=d.client.qps, help="client-side API requests/s")
     p.add_argument("--burst", type=int, default=d.client.burst)
+    p.add_argument("--no-pacer", action="store_true",
+                   help="fixed --qps: no adaptive pacing (kube/ratelimit.py)")  # fmt: skip
     p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
     lease = f"{d.placement.lease_namespace}/{d.placement.lease_name}"
     p.add_argument("--creation", choices=CREATION_MODES, default=d.creation,
@@ -85,7 +87,12 @@ def parse_settings(argv: list[str] | None = None) -> tuple[FacadeSettings, str, 
         placement=replace(
             base.placement, url=args.placement_url, lease_namespace=lease_ns, lease_name=lease_name
         ),
-        client=replace(base.client, qps=args.qps, burst=args.burst),
+        client=replace(
+            base.client,
+            qps=args.qps,
+            burst=args.burst,
+            pacer=replace(base.client.pacer, enabled=not args.no_pacer),
+        ),
     )
     return settings, args.config, args.log_level
 

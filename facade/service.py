@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import logging
 import secrets
@@ -70,6 +71,7 @@ from .metrics import FacadeMetrics
 from .podspec import DaemonDelivery, PodSpecError, SandboxClass, SandboxRequest, render_pod
 from .tenancy import Tenant, TenantDirectory
 from .tokens import TokenMinter
+from .window import SendWindow
 
 __all__ = ["SandboxService", "ServiceSettings"]
 
@@ -86,6 +88,10 @@ WAIT_UNTIL: dict[str, frozenset[SandboxState]] = {
 class ServiceSettings:
     #: Pod creates of one batch in flight at once (the client's token bucket still applies).
     batch_concurrency: int = 64
+    #: Pre-placed creates unanswered at once, all batches together (facade/window.py): a
+    #: batch asks for placements only when it fits, so its creates are sent within ~this
+    #: many / the granted rate (0.4 s at 500/s) of the answer, inside its ~1 s validity.
+    preplaced_in_flight: int = 200
 
 
 class SandboxService:
@@ -112,6 +118,7 @@ class SandboxService:
         self.leases = OwnerLeaseWriter(client)
         #: Pre-placed creation (kube/placement.py); None: binder mode, every pod unbound.
         self.placer = placer
+        self.window = SendWindow(self.settings.preplaced_in_flight)
 
     # --- create ---------------------------------------------------------------------------
     async def create(
@@ -124,8 +131,9 @@ class SandboxService:
             return existing, False
         self._admit(tenant, 1)
         pod = self._render(tenant, spec, sid, _digest(spec))
-        placements = await self._place(tenant, {0: pod}, group=None)
-        return await self._create_pod(tenant, pod, placements.get(sid))
+        async with self._sending(None, 1):
+            placements = await self._place(tenant, {0: pod}, group=None)
+            return await self._create_pod(tenant, pod, placements.get(sid))
 
     async def create_batch(
         self, tenant: Tenant, batch: CreateBatch, key: str | None
@@ -144,36 +152,48 @@ class SandboxService:
                     annotations = pod["metadata"]["annotations"]
                     annotations[ANNOTATION_GROUP] = batch.group
                     annotations[ANNOTATION_GROUP_SIZE] = str(batch.count)
-            placements = await self._place(tenant, pods, batch.group)
-            limit = asyncio.Semaphore(self.settings.batch_concurrency)
-
-            async def one(i: int) -> None:
-                async with limit:
-                    try:
-                        placed = placements.get(ids[i])
-                        created = await self._create_pod(tenant, pods[i], placed, batch.group)
-                        results[i] = created[0]
-                    except FacadeError as e:
-                        results[i] = BatchFailure(
-                            index=i,
-                            reason=e.reason,
-                            message=e.message,
-                            status=e.status,
-                            retry_after_s=e.retry_after_s,
-                        )
-
-            # The first alone: if another replica created it for another request (not in
-            # our cache yet), the whole batch is refused before any other member exists.
-            await one(todo[0])
-            first = results[todo[0]]
-            if isinstance(first, BatchFailure) and first.reason == "idempotency_key_reused":
-                raise FacadeError(first.status, first.reason, first.message)
-            async with asyncio.TaskGroup() as tg:
-                for i in todo[1:]:
-                    tg.create_task(one(i))
+            async with self._sending(batch.group, len(todo)):
+                await self._create_members(tenant, pods, ids, results, batch.group)
         sandboxes = [r for r in results if isinstance(r, Sandbox)]
         failed = [r for r in results if isinstance(r, BatchFailure)]
         return BatchResult(sandboxes=sandboxes, failed=failed)
+
+    async def _create_members(
+        self,
+        tenant: Tenant,
+        pods: dict[int, Obj],
+        ids: list[str],
+        results: list[Sandbox | BatchFailure | None],
+        group: str | None,
+    ) -> None:
+        """Place (pre-placed mode) and create a batch's ``pods``, each outcome into ``results``."""
+        placements = await self._place(tenant, pods, group)
+        limit = asyncio.Semaphore(self.settings.batch_concurrency)
+
+        async def one(i: int) -> None:
+            async with limit:
+                try:
+                    created = await self._create_pod(tenant, pods[i], placements.get(ids[i]), group)
+                    results[i] = created[0]
+                except FacadeError as e:
+                    results[i] = BatchFailure(
+                        index=i,
+                        reason=e.reason,
+                        message=e.message,
+                        status=e.status,
+                        retry_after_s=e.retry_after_s,
+                    )
+
+        # The first alone: if another replica created it for another request (not in our
+        # cache yet), the whole batch is refused before any other member exists.
+        todo = list(pods)
+        await one(todo[0])
+        first = results[todo[0]]
+        if isinstance(first, BatchFailure) and first.reason == "idempotency_key_reused":
+            raise FacadeError(first.status, first.reason, first.message)
+        async with asyncio.TaskGroup() as tg:
+            for i in todo[1:]:
+                tg.create_task(one(i))
 
     def _replay(self, tenant: Tenant, sid: str, digest: str) -> Sandbox | None:
         pod = self.index.current_pod(tenant.namespace, sid)
@@ -269,6 +289,13 @@ class SandboxService:
         view = self.index.get(ns, sid)
         assert view is not None
         return view, True
+
+    def _sending(self, group: str | None, n: int) -> contextlib.AbstractAsyncContextManager[None]:
+        """``n`` slots of the send window (facade/window.py) around asking for placements
+        and sending the creates; nothing to hold when nothing is pre-placed."""
+        if not self._prepays(group):
+            return contextlib.nullcontext()
+        return self.window.hold(n)
 
     def _prepays(self, group: str | None) -> bool:
         """Whether :meth:`_place` took the creates' tokens (pre-placed, no group)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from daemon.sandbox.__main__ import parse_settings as daemon_settings
 from daemon.sandbox.settings import DaemonSettings
 from facade.__main__ import parse_settings as facade_settings
 from facade.app import FacadeSettings
+from kube.ratelimit import PacerSettings
 from load.burst.cli import add_arguments as burst_arguments
 from load.burst.settings import BurstSettings, Thresholds
 from scheduler import SchedulerSettings
@@ -69,3 +70,13 @@ def test_burst_flags_default_to_burst_settings() -> None:
     )
     (cap_flag,) = [a for a in parser._actions if a.dest == "max_starting_per_node"]
     assert f"its default: {SchedulerSettings().max_starting_per_node})" in str(cap_flag.help)
+
+
+def test_no_pacer_fixes_the_client_rate_and_nothing_else() -> None:
+    controller, _ = controller_settings(["--no-leader-elect", "--no-pacer"])
+    facade, _, _ = facade_settings(["--config", "f.yaml", "--no-pacer"])
+    assert not controller.client.pacer.enabled and not facade.client.pacer.enabled
+    fixed = replace(ControllerSettings().client, pacer=PacerSettings(enabled=False))
+    assert controller == replace(ControllerSettings(), client=fixed)
+    fixed = replace(FacadeSettings().client, pacer=PacerSettings(enabled=False))
+    assert facade == replace(FacadeSettings(), client=fixed)

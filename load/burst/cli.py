@@ -43,6 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the facade's creation mode (pre-placed: 1 write)")  # fmt: skip
     p.add_argument("--kill-leader-at", type=float, metavar="FRACTION",
                    help="two controllers; SIGKILL the leader at this fraction bound")  # fmt: skip
+    p.add_argument("--no-pacer", action="store_true",
+                   help="facade and controller at fixed --qps (no adaptive pacing)")  # fmt: skip
     p.add_argument("--batch", type=int, default=d.batch, help="sandboxes per facade request")
     p.add_argument("--baseline-sample", type=int, default=d.baseline_sample,
                    help="pods bound by the QPS-50 baseline binder (0: skip)")  # fmt: skip
@@ -82,6 +84,7 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
         creation=a.creation,
         kill_leader_at=a.kill_leader_at,
         batch=a.batch,
+        pacer=not a.no_pacer,
         baseline_sample=a.baseline_sample,
         ready_timeout_s=a.ready_timeout,
         controller_qps=a.controller_qps,

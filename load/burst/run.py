@@ -66,15 +66,16 @@ def _stack_settings(s: BurstSettings) -> StackSettings:
     bind in a burst (the benchmark measures the cluster), the task image preloaded on every
     node (the node agent's job), and no facade in ``--direct`` mode."""
     controller = ("--qps", f"{s.controller_qps:g}", "--burst", str(s.controller_burst))
+    fixed = () if s.pacer else ("--no-pacer",)
     return StackSettings(
         workdir=s.out / "stack",
         profile=s.profile,
         nodes=s.nodes,
         simcluster_overrides=s.overrides,
         preloaded_images=(s.image,),
-        controller_args=(*controller, "--progress-interval", "10", *s.controller_args),
+        controller_args=(*controller, *fixed, "--progress-interval", "10", *s.controller_args),
         facade_replicas=0 if s.direct else 1,
-        facade_args=("--creation", s.creation),
+        facade_args=("--creation", s.creation, *fixed),
         controller_replicas=1 if s.kill_leader_at is None else 2,
         election_args=ELECTION_ARGS,
         tenants=(TENANT,),
@@ -190,7 +191,8 @@ def _mode(s: BurstSettings) -> str:
         fault = f"; leader SIGKILLed at {s.kill_leader_at:.0%} bound, a warm standby"
     if s.direct:
         return "direct: pods created through the Kubernetes API, no facade" + fault
-    return f"through the facade, {s.batch} per request, {s.creation} creation" + fault
+    pacing = "" if s.pacer else ", fixed client rates (--no-pacer)"
+    return f"through the facade, {s.batch} per request, {s.creation} creation{pacing}" + fault
 
 
 async def _wait_placing(stack: Stack, timeout_s: float = 30.0) -> None:

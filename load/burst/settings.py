@@ -53,6 +53,9 @@ class BurstSettings:
     ready_timeout_s: float = 900.0
     release_timeout_s: float = 300.0
     controller_qps: float = 500.0
+    #: False: the facade and the controller run at fixed rates (``--no-pacer``), to A/B the
+    #: adaptive pacing (kube/ratelimit.py).
+    pacer: bool = True
     controller_burst: int = 500
     controller_args: tuple[str, ...] = ()  # more flags for python -m controller
     image: str = "registry.bench/task:1"

@@ -5,6 +5,7 @@ unbound pods that the binder places — no trainer request fails because the fas
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from controller.app import Controller
 from facade.app import FacadeSettings
+from facade.service import ServiceSettings
 from kube import PODS, KubeClient
 from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import CONTROLLER_USER, cluster_of, writes_by
@@ -100,3 +102,36 @@ async def test_a_batch_queued_at_the_client_still_goes_pre_placed(
         async with live.http.post("/v1/batches", json={"spec": SPEC, "count": 16}) as r:
             assert r.status == 201, await r.text()
         assert (creates(live, "pre-placed"), creates(live, "unbound-late")) == (16, 0)
+
+
+async def test_batches_behind_a_queueing_server_ask_only_when_they_can_be_sent(
+    tmp_path: Path,
+) -> None:
+    """The server admits the facade's writes at 10/s and queues the rest (no 429): 20
+    batches of 2 sent at once. Asked all at once, the placements of the later batches run
+    out while their first create waits in the server's queue (~2 s for the last); the send
+    window asks for a batch's placements only when it has room (4 creates: ≤ 0.4 s), so
+    every pod still goes on its node — and, with 4 of 40 at most in flight, in time."""
+    flow = {
+        "levels": {"slow": {"mutating": {"rate": 10, "burst": 1}, "max_queue_wait_s": 10}},
+        "schemas": [{"name": "facade", "level": "slow", "users": ["admin"], "precedence": 1}],
+    }
+    base = cluster_of(2, cpu="16", foreign=0.0)
+    settings = dataclasses.replace(base, server=dataclasses.replace(base.server, flowcontrol=flow))
+    placement = dataclasses.replace(LEASE, max_valid_for_s=1.0)
+    facade = FacadeSettings(
+        port=0,
+        client=FAST,
+        placement=placement,
+        service=ServiceSettings(preplaced_in_flight=4),
+    )
+    with EmbeddedCluster(settings) as cluster:
+        async with (
+            placing_controller(cluster, "a") as leader,
+            live_facade(cluster.kubeconfig, facade, tmp_path) as live,
+        ):
+            await wait_until_async(lambda: serving(leader), timeout_s=10)
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(20):
+                    tg.create_task(batch(live, 2))
+            assert (creates(live, "pre-placed"), creates(live, "unbound-late")) == (40, 0)
