@@ -15,9 +15,13 @@ the facade did not hand out (``invalid_continue``) — and one is uniqueness
 by a field, which JSON Schema cannot express: an image named twice in one announcement
 (``duplicate_image``). The built-in check is replaced by one that allows exactly those.
 
-Bounded for CI: a fixed number of examples per operation, derandomized under ``CI`` like the
-rest of the suite, waits capped at a fraction of a second (how long a wait takes is not what
-is fuzzed; that the parameter is validated is).
+Bounded for CI: a fixed number of examples per operation and mode, derandomized under ``CI``
+like the rest of the suite, waits capped at a fraction of a second (how long a wait takes is
+not what is fuzzed; that the parameter is validated is).
+
+One test item per operation and mode, each with its own id: schemathesis's ``parametrize()``
+gives every operation the same node id, and pytest-xdist (``make pytest`` runs two workers)
+keeps one item per id, so twelve of the thirteen operations silently did not run there.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from typing import Any
 
 import pytest
 import schemathesis
+from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
 from schemathesis.config import SchemathesisConfig
 
 from facade.routes import build_document
@@ -41,13 +47,26 @@ STATE_DEPENDENT = frozenset(
 )
 MAX_WAIT_S = 0.2
 
-CONFIG = SchemathesisConfig.from_dict(
-    {
-        "generation": {"max-examples": 40, "deterministic": bool(os.environ.get("CI"))},
-        "checks": {"positive_data_acceptance": {"enabled": False}},
-    }
-)
+EXAMPLES_PER_MODE = 20  # per operation and mode: 13 operations x 2 modes x 20 calls
+CONFIG = SchemathesisConfig.from_dict({"checks": {"positive_data_acceptance": {"enabled": False}}})
 SCHEMA = schemathesis.openapi.from_dict(build_document(), config=CONFIG)
+OPERATIONS = {op.label: op for op in (r.ok() for r in SCHEMA.get_all_operations())}
+
+
+def _takes_input(label: str) -> bool:
+    """Parameters, a body or credentials: something a negative case can get wrong."""
+    raw = OPERATIONS[label].definition.raw
+    security = raw.get("security", SCHEMA.raw_schema.get("security"))
+    return bool(raw.get("parameters") or raw.get("requestBody") or security)
+
+
+# (an operation without parameters, body or credentials, e.g. /healthz, has no negative case)
+CASES = [
+    pytest.param(label, mode, id=f"{label}-{mode.value}")
+    for label in sorted(OPERATIONS)
+    for mode in GenerationMode
+    if mode is GenerationMode.POSITIVE or _takes_input(label)
+]
 
 
 def valid_data_accepted(ctx: Any, response: Any, case: Any) -> None:
@@ -63,13 +82,23 @@ def valid_data_accepted(ctx: Any, response: Any, case: Any) -> None:
     assert reason in STATE_DEPENDENT, f"valid request rejected: {response.content!r}"
 
 
-@SCHEMA.parametrize()
-def test_generated_requests(case: Any, stack: RunningStack) -> None:
-    if isinstance(case.query, dict) and isinstance(case.query.get("timeout_s"), int | float):
-        case.query["timeout_s"] = min(case.query["timeout_s"], MAX_WAIT_S)
-    case.call_and_validate(
-        base_url=stack.url,
-        headers={"Authorization": f"Bearer {stack.token}"},
-        additional_checks=[valid_data_accepted],
-        timeout=10,
+@pytest.mark.parametrize(("label", "mode"), CASES)
+def test_generated_requests(label: str, mode: GenerationMode, stack: RunningStack) -> None:
+    @settings(
+        max_examples=EXAMPLES_PER_MODE,
+        deadline=None,
+        derandomize=bool(os.environ.get("CI")),
+        suppress_health_check=list(HealthCheck),
     )
+    @given(case=OPERATIONS[label].as_strategy(generation_mode=mode))
+    def check(case: Any) -> None:
+        if isinstance(case.query, dict) and isinstance(case.query.get("timeout_s"), int | float):
+            case.query["timeout_s"] = min(case.query["timeout_s"], MAX_WAIT_S)
+        case.call_and_validate(
+            base_url=stack.url,
+            headers={"Authorization": f"Bearer {stack.token}"},
+            additional_checks=[valid_data_accepted],
+            timeout=10,
+        )
+
+    check()
