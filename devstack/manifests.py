@@ -31,6 +31,7 @@ __all__ = [
     "OVERLAY",
     "ManifestsError",
     "ManifestsSettings",
+    "apply_file",
     "apply_overlay",
     "component_kubeconfigs",
     "kubectl_path",
@@ -97,6 +98,16 @@ async def apply_overlay(admin_kubeconfig: Path, settings: ManifestsSettings) -> 
         admin_kubeconfig,
         settings.timeout_s,
         *("apply", "--server-side", "--force-conflicts", "-k", str(settings.overlay)),
+    )
+
+
+async def apply_file(admin_kubeconfig: Path, path: Path, settings: ManifestsSettings) -> str:
+    """``kubectl apply --server-side -f <path>`` as the admin: one manifest of the overlay
+    (e.g. ``manifests/access/flowcontrol.yaml``) without the rest; kubectl's report."""
+    return await _kubectl(
+        admin_kubeconfig,
+        settings.timeout_s,
+        *("apply", "--server-side", "--force-conflicts", "-f", str(path)),
     )
 
 

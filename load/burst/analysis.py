@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "longest_stall_s",
     "lower_bound_s",
     "parse_metrics",
+    "parse_samples",
     "percentile",
     "qps_model_s",
     "stage_stats",
@@ -232,6 +233,8 @@ class ApiCounters:
     requests: dict[tuple[str, str, str, str, str], float] = field(default_factory=dict)
     rejected_429: float = 0.0  # apiserver_flowcontrol_rejected_requests_total, all levels
     admission_rejections: float = 0.0  # simcluster_kubelet_admission_rejections_total
+    #: priority level -> requests dispatched (apiserver_flowcontrol_dispatched_requests_total)
+    dispatched: dict[str, float] = field(default_factory=dict)
 
     def writes(self, user: str, ok_only: bool = True) -> float:
         """Mutating requests by ``user`` (only those answered < 400 when ``ok_only``)."""
@@ -263,6 +266,7 @@ class ApiCounters:
             {k: v - before.requests.get(k, 0.0) for k, v in self.requests.items()},
             self.rejected_429 - before.rejected_429,
             self.admission_rejections - before.admission_rejections,
+            {k: v - before.dispatched.get(k, 0.0) for k, v in self.dispatched.items()},
         )
 
 
@@ -270,20 +274,27 @@ _SAMPLE = re.compile(r"^(\w+)\{([^}]*)\}\s+(\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
+def parse_samples(text: str) -> Iterator[tuple[str, Mapping[str, str], float]]:
+    """(metric name, labels, value) of every labelled sample of a Prometheus text."""
+    for line in text.splitlines():
+        m = _SAMPLE.match(line)
+        if m:
+            yield m.group(1), _labels(m.group(2)), float(m.group(3))
+
+
 def parse_metrics(text: str) -> ApiCounters:
     """The counters the report needs, from Prometheus text exposition."""
     out = ApiCounters()
-    for line in text.splitlines():
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        name, labels, value = m.group(1), _labels(m.group(2)), float(m.group(3))
+    for name, labels, value in parse_samples(text):
         if name == "apiserver_request_total":
             get = labels.get
             key = (get("verb", ""), get("resource", ""), get("subresource", ""), get("user", ""))
             out.requests[(*key, get("code", ""))] = value
         elif name == "apiserver_flowcontrol_rejected_requests_total":
             out.rejected_429 += value
+        elif name == "apiserver_flowcontrol_dispatched_requests_total":
+            level = labels.get("priority_level", "")
+            out.dispatched[level] = out.dispatched.get(level, 0.0) + value
         elif name == "simcluster_kubelet_admission_rejections_total":
             out.admission_rejections += value
     return out

@@ -41,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "load/burst/classes.py), e.g. load/burst/mixed-classes.yaml")  # fmt: skip
     p.add_argument("--creation", choices=("pre-placed", "binder"), default=d.creation,
                    help="the facade's creation mode (pre-placed: 1 write)")  # fmt: skip
+    p.add_argument("--apf", choices=("shared", "manifests"), default=d.apf,
+                   help="manifests: apply manifests/access/flowcontrol.yaml (binds in their "
+                   "own level); needs --profile paper-burst-apf")  # fmt: skip
     p.add_argument("--kill-leader-at", type=float, metavar="FRACTION",
                    help="two controllers; SIGKILL the leader at this fraction bound")  # fmt: skip
     p.add_argument("--no-pacer", action="store_true",
@@ -82,6 +85,7 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
         overrides=tuple(a.set),
         direct=a.direct,
         creation=a.creation,
+        apf=a.apf,
         kill_leader_at=a.kill_leader_at,
         batch=a.batch,
         pacer=not a.no_pacer,

@@ -64,6 +64,8 @@ class BurstResult:
     checks: list[Check] = field(default_factory=list)
     leader_killed_at_s: float = math.nan  # --kill-leader-at: when (the run's clock)
     longest_stall_s: float = math.nan  # the longest time without a bind/placement after it
+    #: priority level -> requests it dispatched during the Sandman phase (all accounts)
+    dispatched_by_level: dict[str, float] = field(default_factory=dict)
 
     @property
     def ready(self) -> int:
@@ -141,6 +143,9 @@ def write_markdown(r: BurstResult, path: Path) -> str:
         lines += [r.placement.markdown()]
     lines += ["", "Writes by Sandman's service account during the run (verb, resource, code):", ""]
     lines += [f"- {k}: {v:,.0f}" for k, v in r.write_breakdown.items()]
+    if r.dispatched_by_level:
+        lines += ["", "Requests dispatched per priority level during the run (all users):", ""]
+        lines += [f"- {k}: {v:,.0f}" for k, v in sorted(r.dispatched_by_level.items()) if v]
     if r.checks:
         lines += ["", "| check | target | value | |", "|---|---|---|---|"]
         lines += [

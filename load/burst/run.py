@@ -23,6 +23,7 @@ from kube import ClientSettings, KubeClient, Timeouts
 from kube.contract import LABEL_OWNER
 from kube.placement import PLACEMENT_PATH
 from load.burst import analysis as an
+from load.burst import apf
 from load.burst.baseline import BUCKET_BURST
 from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
 from load.burst.classes import Placement, census, class_sequence
@@ -117,6 +118,8 @@ async def run_burst(s: BurstSettings, say: Say) -> BurstResult:
             await KubeClient.connect(_client_settings(), kubeconfig=sandman_kc) as sandman,
         ):
             metrics = MetricsReader(stack.kubeconfig)
+            if s.apf == "manifests":
+                budget = await _apply_apf(stack, metrics, budget, say)
             driver: Driver
             if s.direct:
                 driver = DirectDriver(sandman, stack.namespace(), TENANT, owner, s.image)
@@ -133,6 +136,16 @@ async def run_burst(s: BurstSettings, say: Say) -> BurstResult:
             if s.baseline_sample > 0:
                 baseline = await _baseline_phase(s, stack, admin, sandman, budget, owner, say)
     return _analyse(s, budget, phase, baseline)
+
+
+async def _apply_apf(
+    stack: Stack, metrics: MetricsReader, budget: ProfileBudget, say: Say
+) -> ProfileBudget:
+    """--apf manifests: the manifests' APF objects applied; the budget their controller and
+    facade levels get together, as simcluster resolved it."""
+    say(f"applying {apf.FLOWCONTROL.relative_to(apf.FLOWCONTROL.parents[2])}")
+    await apf.apply_flowcontrol(stack.kubeconfig, budget)
+    return apf.shared_budget(budget, await metrics.text(), apf.sandman_levels())
 
 
 async def _sandman_phase(
@@ -186,9 +199,9 @@ def _cpu_seconds(stack: Stack) -> dict[str, float]:
 
 
 def _mode(s: BurstSettings) -> str:
-    fault = ""
+    fault = "; the manifests' APF objects" if s.apf == "manifests" else ""
     if s.kill_leader_at is not None:
-        fault = f"; leader SIGKILLed at {s.kill_leader_at:.0%} bound, a warm standby"
+        fault += f"; leader SIGKILLed at {s.kill_leader_at:.0%} bound, a warm standby"
     if s.direct:
         return "direct: pods created through the Kubernetes API, no facade" + fault
     pacing = "" if s.pacer else ", fixed client rates (--no-pacer)"
@@ -389,6 +402,7 @@ def _analyse(
         notes=_notes(s, budget, model),
         baseline=baseline,
         placement=p.placement,
+        dispatched_by_level=delta.dispatched,
     )
     if p.killed_at is not None:
         bound = [r.bound for r in rows]
@@ -417,6 +431,12 @@ def _notes(s: BurstSettings, b: ProfileBudget, m: an.BudgetModel) -> list[str]:
         "apiserver_request_total; the kubelets' status writes and final deletes are node "
         "traffic in their own priority level and not counted.",
     ]
+    if s.apf == "manifests":
+        notes.append(
+            "APF: manifests/access/flowcontrol.yaml applied; the budget above is the sum of "
+            f"the mutating rates of {', '.join(sorted(apf.sandman_levels()))} (their shares "
+            "of the profile's server budget), one second of it as the burst."
+        )
     if s.baseline_sample:
         notes.append(
             f"Baseline: a model of kube-scheduler's default client limit (QPS 50, burst 100), "

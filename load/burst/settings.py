@@ -63,6 +63,11 @@ class BurstSettings:
     #: classes.py); empty: every request asks for the default class.
     classes: tuple[BurstClass, ...] = ()
     thresholds: Thresholds = field(default_factory=Thresholds)
+    #: API Priority and Fairness: "shared" (the profile's own levels, paper-burst: one
+    #: `sandman` level for every Sandman account) or "manifests" (manifests/access/
+    #: flowcontrol.yaml applied, on a profile whose server budget the levels share,
+    #: paper-burst-apf; load/burst/apf.py).
+    apf: str = "shared"
     command: str = "python -m load.burst"
 
     def __post_init__(self) -> None:
@@ -72,6 +77,8 @@ class BurstSettings:
             raise ValueError("--classes needs the facade (classes are facade configuration)")
         if self.creation not in ("pre-placed", "binder"):
             raise ValueError("creation must be pre-placed or binder")
+        if self.apf not in ("shared", "manifests"):
+            raise ValueError("apf must be shared or manifests")
         if self.kill_leader_at is not None and not 0 < self.kill_leader_at < 1:
             raise ValueError("kill_leader_at must be a fraction in (0, 1)")
 
