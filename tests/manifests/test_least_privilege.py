@@ -140,8 +140,9 @@ async def test_a_burst_and_a_preparation_need_nothing_the_manifests_do_not_grant
         for sandbox in sandboxes[:3]:
             await sandbox.release()
         await prep.wait_ready(1.0, timeout_s=60, poll_s=0.5)
-        # The collector's part: an expired sandbox is deleted by the controller.
-        expiring = await client.create(IMAGE, ttl_s=1)
+        # The collector's part: an expired sandbox is deleted by the controller. Not waited
+        # for: on a busy machine its 1 s can end before it is Ready (then it is "releasing").
+        expiring = await client.create(IMAGE, ttl_s=1, wait=False)
 
         async def expired_and_collected() -> bool:
             pods = await admin.list(PODS, TENANT_NS, label_selector=f"sandman.io/owner={owner}")
