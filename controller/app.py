@@ -134,7 +134,10 @@ class Controller:
                 )
             if s.election is not None:
                 # Its own token bucket: renewals must not queue behind a burst of binds.
-                self.elector = LeaderElector(client.with_rate_limit(0, 1), s.election)
+                # One request per attempt: the election's loop retries (controller/leader.py).
+                self.elector = LeaderElector(
+                    client.with_rate_limit(0, 1, max_attempts=1), s.election
+                )
             runner = await self._serve_health()
             if self.elector is not None:
                 url = s.advertise_url or self.health_url
@@ -165,7 +168,8 @@ class Controller:
         self.metrics.leader.set(1)
         try:
             # Neither place nor bind on capacity a predecessor's placements may have taken.
-            await self.placement.wait_out_predecessor()
+            quiet = self.elector.predecessor_quiet_s if self.elector is not None else 0.0
+            await self.placement.wait_out_predecessor(quiet)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self.placement.serve())
                 tg.create_task(self.binder.run())

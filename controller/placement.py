@@ -15,9 +15,13 @@ holds its capacity twice for a while, never too little.
 
 **Leader changes.** A new leader does not know which placements its predecessor handed
 out. It serves placements — and the controller binds — only once ``valid_for_s +
-handover_margin_s`` have passed since it took over (:meth:`wait_out_predecessor`): every
-create a placement allowed was sent within ``valid_for_s`` of being asked for, so by then it
-is stored and in this leader's watch. Until then calls get 503 ``not_serving`` and the
+handover_margin_s`` have passed since the old leader stopped answering
+(:meth:`wait_out_predecessor`): every create a placement allowed was sent within
+``valid_for_s`` of being asked for, so by then it is stored and in this leader's watch.
+When the old leader's Lease ran out, the election bounds how long ago it stopped
+(controller/leader.py): with the default 3 s lease and 2 s renew deadline, at least 1 s
+before the takeover, so the wait is 0.5 s; after a release, or with no record, the whole
+1.5 s. Until then calls get 503 ``not_serving`` and the
 facade creates unbound pods, which the binder places once the wait is over.
 
 Bad input gets a 400 with a machine-readable ``reason``, never a 500.
@@ -103,9 +107,14 @@ class PlacementService:
             return web.json_response({"serving": True})
         return _error(503, "not_serving", "not the leader, or waiting out the last one's")
 
-    async def wait_out_predecessor(self) -> None:
-        """Just became leader: let every placement an earlier leader gave run out."""
-        await asyncio.sleep(self.settings.handover_s)
+    async def wait_out_predecessor(self, quiet_s: float = 0.0) -> None:
+        """Just became leader: let every placement an earlier leader gave run out.
+
+        ``quiet_s``: how long ago that leader must have stopped answering at the latest
+        (controller/leader.py, ``predecessor_quiet_s``); its placements were good for
+        ``valid_for_s`` after they were asked for, so only the rest of the hand-over is
+        waited."""
+        await asyncio.sleep(max(0.0, self.settings.handover_s - quiet_s))
 
     async def serve(self) -> None:
         """Serve placements until cancelled (leadership lost)."""

@@ -82,11 +82,9 @@ class StackSettings:
     #: through the ``sandman-controller`` Lease, each with its process name as identity
     #: (``controller``, ``controller-2``, ...), the others warm standbys.
     controller_replicas: int = 1
-    #: Leader-election flags when there are standbys: short, so a failover test finishes in
-    #: seconds (the controller's own defaults are client-go's 15 / 10 / 2 s).
-    election_args: tuple[str, ...] = (
-        "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5",
-    )  # fmt: skip
+    #: More leader-election flags when there are standbys (none: the controller's own
+    #: defaults, a 3 s lease: controller/leader.py).
+    election_args: tuple[str, ...] = ()
     facade_args: tuple[str, ...] = ()
     #: Facade processes (stateless replicas sharing one config); the first is ``Stack.url``.
     #: 0: no facade (a benchmark that creates pods itself).

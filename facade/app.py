@@ -52,9 +52,12 @@ class FacadeSettings:
     #: At stop, requests still running after waits were ended (tool calls, creates) get this
     #: long (s) to finish before they are cancelled.
     shutdown_grace_s: float = 5.0
+    #: More connections than the send window holds creates (ServiceSettings.
+    #: preplaced_in_flight, 200): a pre-placed create the window lets through never waits
+    #: for a connection past its placement's second.
     client: ClientSettings = field(
         default_factory=lambda: ClientSettings(
-            qps=1000.0, burst=2000, user_agent="sandman-facade/0.1"
+            qps=1000.0, burst=2000, max_connections=256, user_agent="sandman-facade/0.1"
         )
     )
     informer: InformerSettings = field(default_factory=InformerSettings)
@@ -108,7 +111,7 @@ class Facade:
         self.informers.append(nodes)
         self._tasks.append(asyncio.create_task(nodes.run(), name="nodes"))
         if s.creation == "pre-placed":
-            self.placer = PlacementClient(self.client, s.placement)
+            self.placer = PlacementClient(self.client, s.placement, record=self._record_placement)
         service = SandboxService(
             self.client,
             self.index,
@@ -139,6 +142,10 @@ class Facade:
         port = self._runner.addresses[0][1]
         self.url = f"http://{s.host}:{port}"
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="facade-housekeeping"))
+
+    def _record_placement(self, outcome: str, pods: int) -> None:
+        if pods:
+            self.metrics.placement_pods.labels(outcome).inc(pods)
 
     def _watch(self, namespace: str) -> None:
         assert self.client is not None

@@ -39,6 +39,13 @@ class FacadeMetrics:
             ["placement"],
             registry=r,
         )
+        self.placement_pods = Counter(
+            "sandman_facade_placement_pods",
+            "Pods the facade asked the leader to place, by outcome: placed, no_room (the "
+            "leader answered no node), call_failed, no_leader (kube/placement.py OUTCOMES).",
+            ["outcome"],
+            registry=r,
+        )
         self.released = Counter(
             "sandman_facade_sandboxes_released",
             "Sandboxes released by trainers.",

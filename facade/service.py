@@ -86,7 +86,9 @@ WAIT_UNTIL: dict[str, frozenset[SandboxState]] = {
 
 @dataclass(frozen=True, slots=True)
 class ServiceSettings:
-    #: Pod creates of one batch in flight at once (the client's token bucket still applies).
+    #: Unbound pod creates of one batch in flight at once (the client's token bucket still
+    #: applies); a pre-placed batch sends all of its creates at once, bounded by the send
+    #: window below, since each of them must go out within its placement's second.
     batch_concurrency: int = 64
     #: Pre-placed creates unanswered at once, all batches together (facade/window.py): a
     #: batch asks for placements only when it fits, so its creates are sent within ~this
@@ -168,7 +170,7 @@ class SandboxService:
     ) -> None:
         """Place (pre-placed mode) and create a batch's ``pods``, each outcome into ``results``."""
         placements = await self._place(tenant, pods, group)
-        limit = asyncio.Semaphore(self.settings.batch_concurrency)
+        limit = asyncio.Semaphore(len(pods) if placements else self.settings.batch_concurrency)
 
         async def one(i: int) -> None:
             async with limit:
@@ -317,6 +319,7 @@ class SandboxService:
                     idempotent=True,
                     send_by=placement.send_by,
                     prepaid=prepaid,
+                    lean=True,  # checks send_by with the connection in hand (kube/lean.py)
                 )
             except SendDeadlinePassed:
                 self.metrics.creates.labels("unbound-late").inc()
@@ -324,7 +327,12 @@ class SandboxService:
                 self.metrics.creates.labels("pre-placed").inc()
                 return created
         created = await self.client.request(
-            "POST", PODS.path(ns), body=pod, idempotent=True, prepaid=prepaid and placement is None
+            "POST",
+            PODS.path(ns),
+            body=pod,
+            idempotent=True,
+            prepaid=prepaid and placement is None,
+            lean=True,  # the binds' transport: far less CPU than aiohttp's (kube/lean.py)
         )
         if placement is None:
             self.metrics.creates.labels("unbound").inc()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import dataclasses
 import random
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -140,13 +141,18 @@ class KubeClient(Verbs):
         )
         return cls(api, session, ssl, settings, observer)
 
-    def with_rate_limit(self, qps: float, burst: int) -> KubeClient:
-        """The same connections and credentials behind a token bucket of its own.
+    def with_rate_limit(
+        self, qps: float, burst: int, *, max_attempts: int | None = None
+    ) -> KubeClient:
+        """The same connections and credentials behind a token bucket of its own (and
+        ``max_attempts`` of its own, if given).
 
         For traffic that must never queue behind a burst of binds — leader election: a
         renewal stuck behind 128 binds at 100 QPS would miss its deadline (client-go gives
         leader election its own client for the same reason)."""
         derived = copy.copy(self)
+        if max_attempts is not None:
+            derived.settings = dataclasses.replace(self.settings, max_attempts=max_attempts)
         derived.bucket = TokenBucket(qps, burst)
         derived.pacer = AdaptivePacer(derived.bucket, self.settings.pacer)
         derived._owns_session = False
@@ -207,9 +213,11 @@ class KubeClient(Verbs):
 
         ``idempotent`` (default: by method; POST is not) allows repeating the request after
         a 5xx or a timeout, where it may already have taken effect. ``lean``: over the lean
-        transport (small bodies, no query; the binds). ``send_by`` (``time.monotonic()``):
-        no attempt is sent after it — :class:`SendDeadlinePassed` instead (a pre-placed
-        create must not land after its placement ran out). ``prepaid``: the first attempt's
+        transport (no query; the binds and pre-placed creates). ``send_by``
+        (``time.monotonic()``): no attempt is sent after it — :class:`SendDeadlinePassed`
+        instead (a pre-placed create must not land after its placement ran out); over the
+        lean transport it is checked again with the connection in hand, after any wait for
+        one. ``prepaid``: the first attempt's
         token was taken already (:meth:`take_tokens`)."""
         safe = method in _SAFE_METHODS if idempotent is None else idempotent
         data = None if body is None else msgspec.json.encode(body)
@@ -227,7 +235,7 @@ class KubeClient(Verbs):
             sent = self.pacer.now()
             try:
                 if lean and data is not None and not query:
-                    answer = await self._lean_once(method, verb, path, data, headers)
+                    answer = await self._lean_once(method, verb, path, data, headers, send_by)
                 else:
                     answer = await self._once(method, verb, path, query, data, headers)
             except TooManyRequests as e:
@@ -237,6 +245,8 @@ class KubeClient(Verbs):
                     raise
                 await asyncio.sleep(self._delay(e, attempt))
                 continue
+            except SendDeadlinePassed:
+                raise  # its moment passed: the caller decides what to send instead
             except Unauthorized:
                 if reauthenticated:
                     raise
@@ -291,24 +301,37 @@ class KubeClient(Verbs):
         )
 
     async def _lean_once(
-        self, method: str, verb: str, path: str, data: bytes, headers: Mapping[str, str]
+        self,
+        method: str,
+        verb: str,
+        path: str,
+        data: bytes,
+        headers: Mapping[str, str],
+        send_by: float | None = None,
     ) -> Any:
         start = time.perf_counter()
-        code = 0
         try:
             code, resp_headers, raw = await self._lean.request(
-                method, path, headers, data, self.settings.timeouts.request
+                method, path, headers, data, self.settings.timeouts.request, send_by
             )
+        except SendDeadlinePassed:
+            raise  # never sent: not a request to observe
         except TransportError as e:
+            self._observe(verb, 0, start)
             raise TransportError(f"{method} {path}: {e}", sent=e.sent) from e
-        finally:
-            if self.observer is not None:
-                self.observer(verb, code, time.perf_counter() - start)
+        except BaseException:
+            self._observe(verb, 0, start)
+            raise
+        self._observe(verb, code, start)
         if code < 300:
             return self._decoder.decode(raw) if raw else None
         raise error_from_status(
             code, self._decode_error(raw), resp_headers.get("retry-after"), what=f"{method} {path}"
         )
+
+    def _observe(self, verb: str, code: int, start: float) -> None:
+        if self.observer is not None:
+            self.observer(verb, code, time.perf_counter() - start)
 
     def _delay(self, e: KubeError, attempt: int) -> float:
         """Full-jitter backoff; a 429's Retry-After (capped at ``max_retry_after``) is the

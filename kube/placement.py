@@ -45,6 +45,7 @@ from kube.verbs import Verbs
 
 __all__ = [
     "ANNOTATION_PLACEMENT_URL",
+    "OUTCOMES",
     "PLACEMENT_PATH",
     "Placement",
     "PlacementAnswer",
@@ -58,6 +59,10 @@ log = logging.getLogger(__name__)
 #: On the controller's election Lease: where the leader serves placements.
 ANNOTATION_PLACEMENT_URL = "sandman.io/placement-url"
 PLACEMENT_PATH = "/internal/v1/placements"
+#: What became of the pods of a placement call: placed on a node; answered without one
+#: (the leader had no room); the call failed (unreachable, 503 while a new leader waits,
+#: timeout); no leader to ask (no holder, or it publishes no URL).
+OUTCOMES = ("placed", "no_room", "call_failed", "no_leader")
 
 
 class PlacementRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -114,6 +119,7 @@ class PlacementClient:
         settings: PlacementClientSettings | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        record: Callable[[str, int], None] | None = None,
     ) -> None:
         self.api = api
         self.settings = settings or PlacementClientSettings()
@@ -124,8 +130,8 @@ class PlacementClient:
         self._session: aiohttp.ClientSession | None = None
         self._encoder = msgspec.json.Encoder()
         self._decoder = msgspec.json.Decoder(PlacementAnswer)
-        #: Outcomes, for metrics and tests: placed / unplaced / failed calls.
-        self.counts = {"placed": 0, "unplaced": 0, "failed": 0}
+        #: ``record(outcome, pods)`` after every call, outcome one of :data:`OUTCOMES`.
+        self._record = record or (lambda _outcome, _n: None)
 
     async def close(self) -> None:
         if self._reading is not None:
@@ -148,7 +154,7 @@ class PlacementClient:
             async with asyncio.timeout(self.settings.timeout_s):
                 url = await self._leader_url()
                 if not url:
-                    return self._failed(len(names))
+                    return self._failed(len(names), "no_leader")
                 answer = await self._call(url, PlacementRequest(namespace, list(names), template))
         except (TimeoutError, aiohttp.ClientError, KubeError, msgspec.DecodeError, OSError) as e:
             log.info("placement call failed (%s): %d pods go unbound", type(e).__name__, len(names))
@@ -160,13 +166,12 @@ class PlacementClient:
             for name, node in zip(names, answer.nodes, strict=False)
             if node
         }
-        self.counts["placed"] += len(out)
-        self.counts["unplaced"] += len(names) - len(out)
+        self._record("placed", len(out))
+        self._record("no_room", len(names) - len(out))
         return out
 
-    def _failed(self, n: int) -> dict[str, Placement]:
-        self.counts["failed"] += 1
-        self.counts["unplaced"] += n
+    def _failed(self, n: int, outcome: str = "call_failed") -> dict[str, Placement]:
+        self._record(outcome, n)
         return {}
 
     async def _call(self, url: str, request: PlacementRequest) -> PlacementAnswer:

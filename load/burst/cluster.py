@@ -18,9 +18,9 @@ import aiohttp
 import yaml
 
 from kube import PODS, KubeClient
-from load.burst.analysis import ApiCounters, parse_metrics
+from load.burst.analysis import ApiCounters, parse_metrics, parse_samples
 
-__all__ = ["MetricsReader", "count_pods"]
+__all__ = ["FACADE_COUNTERS", "MetricsReader", "count_pods", "facade_counters"]
 
 
 class MetricsReader:
@@ -58,3 +58,28 @@ class MetricsReader:
 async def count_pods(client: KubeClient, namespace: str, label_selector: str) -> int:
     listing = await client.list(PODS, namespace, label_selector=label_selector)
     return len(listing.get("items") or [])
+
+
+#: The facades' own counters of how each pod was created (the API server cannot tell a
+#: pre-placed create from an unbound one that fell back): metric name -> its label.
+FACADE_COUNTERS = {
+    "sandman_facade_pod_creates_total": "placement",
+    "sandman_facade_placement_pods_total": "outcome",
+}
+
+
+async def facade_counters(urls: list[str]) -> dict[str, float]:
+    """``"<metric>{<label value>}"`` -> the sum over the facades at ``urls``."""
+    out: dict[str, float] = {}
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        for url in urls:
+            async with session.get(url + "/metrics") as resp:
+                resp.raise_for_status()
+                text = await resp.text()
+            for name, labels, value in parse_samples(text):
+                label = FACADE_COUNTERS.get(name)
+                if label is not None:
+                    key = f"{name.removeprefix('sandman_facade_')}{{{labels.get(label, '')}}}"
+                    out[key] = out.get(key, 0.0) + value
+    return dict(sorted(out.items()))

@@ -66,6 +66,8 @@ class BurstResult:
     longest_stall_s: float = math.nan  # the longest time without a bind/placement after it
     #: priority level -> requests it dispatched during the Sandman phase (all accounts)
     dispatched_by_level: dict[str, float] = field(default_factory=dict)
+    #: "<counter>{<label>}" -> the facades' own count (load/burst/cluster.py)
+    facade_creates: dict[str, float] = field(default_factory=dict)
 
     @property
     def ready(self) -> int:
@@ -143,6 +145,10 @@ def write_markdown(r: BurstResult, path: Path) -> str:
         lines += [r.placement.markdown()]
     lines += ["", "Writes by Sandman's service account during the run (verb, resource, code):", ""]
     lines += [f"- {k}: {v:,.0f}" for k, v in r.write_breakdown.items()]
+    if r.facade_creates:
+        lines += ["", "The facades' pod creates by placement; placement answers by outcome:"]
+        lines += [""]
+        lines += [f"- {k}: {v:,.0f}" for k, v in r.facade_creates.items() if v]
     if r.dispatched_by_level:
         lines += ["", "Requests dispatched per priority level during the run (all users):", ""]
         lines += [f"- {k}: {v:,.0f}" for k, v in sorted(r.dispatched_by_level.items()) if v]

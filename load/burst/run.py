@@ -27,7 +27,7 @@ from load.burst import apf
 from load.burst.baseline import BUCKET_BURST
 from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
 from load.burst.classes import Placement, census, class_sequence
-from load.burst.cluster import MetricsReader, count_pods
+from load.burst.cluster import MetricsReader, count_pods, facade_counters
 from load.burst.driver import DirectDriver, Driver, FacadeDriver
 from load.burst.progress import Progress
 from load.burst.recorder import PodRecorder
@@ -40,11 +40,6 @@ TOKEN = "bench-token-0123456789abcdef"  # the benchmark tenant's bearer token (l
 __all__ = ["TENANT", "TOKEN", "run_burst"]
 
 Say = Callable[[str], None]
-
-#: With --kill-leader-at: a 2 s lease renewed every 0.25 s, so a standby takes over within
-#: ~2.3 s of the kill (then waits out the old leader's placements, 1.5 s): a stall under 5 s
-#: at ~4 renewals/s, each a small write in Sandman's priority level (BENCHMARKS.md).
-ELECTION_ARGS = ("--lease-duration", "2", "--renew-deadline", "1.5", "--retry-period", "0.25")
 
 
 @dataclass(slots=True)
@@ -60,6 +55,8 @@ class _Phase:
     cpu_s: dict[str, float]  # CPU seconds per process, first request → all Ready
     placement: Placement | None  # with classes: where they landed, before the release
     killed_at: float | None = None  # when the leader was SIGKILLed (the recorder's clock)
+    #: The facades' pod creates by placement and placement answers (cluster.facade_counters).
+    facade: dict[str, float] | None = None
 
 
 def _stack_settings(s: BurstSettings) -> StackSettings:
@@ -78,7 +75,7 @@ def _stack_settings(s: BurstSettings) -> StackSettings:
         facade_replicas=0 if s.direct else 1,
         facade_args=("--creation", s.creation, *fixed),
         controller_replicas=1 if s.kill_leader_at is None else 2,
-        election_args=ELECTION_ARGS,
+        election_args=(),  # the controller's own defaults (controller/leader.py)
         tenants=(TENANT,),
         tenant_tokens={TENANT: TOKEN},
         extra_classes=tuple(dict(c.entry) for c in s.classes),
@@ -172,6 +169,7 @@ async def _sandman_phase(
         await _burst(s, recorder, driver, s.sandboxes, s.ready_timeout_s, killer)
         cpu = {k: v - cpu_before.get(k, 0.0) for k, v in _cpu_seconds(stack).items()}
         placement = await census(admin, ns, selector) if s.classes else None
+        facade = None if s.direct else await facade_counters(stack.urls)
         say("releasing every sandbox of the run (one request)")
         start = time.monotonic()
         await driver.release()
@@ -182,8 +180,9 @@ async def _sandman_phase(
     finally:
         await recorder.stop()
     return _Phase(
-        recorder, driver, before, after, left, release_s, cpu, placement, killer.killed_at
-    )
+        recorder, driver, before, after, left, release_s, cpu, placement, killer.killed_at,
+        facade,
+    )  # fmt: skip
 
 
 def _cpu_seconds(stack: Stack) -> dict[str, float]:
@@ -403,6 +402,7 @@ def _analyse(
         baseline=baseline,
         placement=p.placement,
         dispatched_by_level=delta.dispatched,
+        facade_creates=p.facade or {},
     )
     if p.killed_at is not None:
         bound = [r.bound for r in rows]

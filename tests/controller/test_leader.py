@@ -66,7 +66,12 @@ async def test_settings_are_validated() -> None:
         ElectionSettings(identity="a", lease_duration_s=10, renew_deadline_s=10)
     with pytest.raises(ValueError, match="retry_period_s"):
         ElectionSettings(identity="a", renew_deadline_s=2, retry_period_s=2)
-    assert ElectionSettings(identity="a").lease_duration_s == 15.0  # client-go's defaults
+    defaults = ElectionSettings(identity="a")  # Sandman's: failover in seconds (leader.py)
+    assert (defaults.lease_duration_s, defaults.renew_deadline_s, defaults.retry_period_s) == (
+        3.0,
+        2.0,
+        0.5,
+    )
 
 
 async def test_one_leader_then_graceful_handover(client: KubeClient, other: KubeClient) -> None:
@@ -92,6 +97,7 @@ async def test_one_leader_then_graceful_handover(client: KubeClient, other: Kube
         lease = await client.get(LEASES, "ctl", "default")
         assert lease["spec"]["holderIdentity"] == "b"
         assert lease["spec"]["leaseTransitions"] == 1
+        assert b.elector.predecessor_quiet_s == 0.0  # a released: it may have just stopped
         tg.cancel_scope.cancel()
 
 
@@ -109,6 +115,11 @@ async def test_crashed_leader_is_replaced_after_expiry(
         crashed = time.monotonic()
         await wait_until_async(lambda: b.started is not None, timeout_s=6)
         assert b.started is not None and b.started - crashed >= 1.5  # waited out the lease
+        # ... and tried again as it ran out, not a retry period later: a's last renewal was
+        # seen within one poll (0.24 s) of the crash, the 2 s lease ran from there.
+        assert b.started - crashed <= 2.0 + 0.24 + 0.5
+        # a stopped at the crash: at least 2 - 1.2 s before b could take over.
+        assert 0.8 - 0.05 <= b.elector.predecessor_quiet_s <= b.started - crashed
         tg.cancel_scope.cancel()
 
 
@@ -134,6 +145,9 @@ async def test_partitioned_leader_steps_down_before_its_lease_expires(
                 assert a.stopped < b.started  # never two leaders
                 assert a.stopped - cut <= 1.2 + 0.2 + 0.3  # renew deadline (+ a retry, slack)
                 assert a.done  # run() returned: the caller starts over as a standby
+                # What b assumes of a's silence is never more than the truth: the hand-over
+                # (controller/placement.py) may rely on it.
+                assert 0 < b.elector.predecessor_quiet_s <= b.started - a.stopped + 0.05
                 tg.cancel_scope.cancel()
     finally:
         await proxy.stop()

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from kube import TransportError
+from kube import SendDeadlinePassed, TransportError
 from kube.lean import LeanPool, _parse
 
 OK = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
@@ -151,6 +151,26 @@ async def test_timeout_and_refused_connection() -> None:
     with pytest.raises(TransportError) as refused:
         await post(pool(f"http://127.0.0.1:{free}"))
     assert refused.value.sent is False
+
+
+@pytest.mark.anyio
+async def test_send_by_is_checked_after_waiting_for_a_connection() -> None:
+    """A pre-placed create that waited for a slot past its placement's deadline is not sent
+    (kube/placement.py: a create must not land after its placement ran out)."""
+    async with server(lambda n, _r: None if n == 1 else OK) as (url, per_connection):
+        one = pool(url, limit=1)
+        loop = asyncio.get_running_loop()
+        hung = asyncio.ensure_future(post(one, within_s=0.3))  # holds the only slot 0.3 s
+        await asyncio.sleep(0)  # let it take the slot first
+        soon = loop.time() + 0.05
+        with pytest.raises(SendDeadlinePassed):
+            await one.request("POST", "/p", {}, b"{}", 2.0, send_by=soon)
+        with pytest.raises(TransportError):
+            await hung
+        assert sum(per_connection) == 1  # the late create never reached the server
+        later = loop.time() + 5.0
+        assert (await one.request("POST", "/p", {}, b"{}", 2.0, send_by=later))[0] == 201
+        one.close()
 
 
 @pytest.mark.anyio
