@@ -13,11 +13,15 @@ the facade replicas and the controller, and none of them knows the others' share
 learns its own from the server's answers, as TCP does (additive increase, multiplicative
 decrease), with no coordination beyond what the server says to each:
 
-- a 429 lowers the rate to ``decrease_factor`` times what was *granted* since the last decrease
-  (the successes counted; not the rate asked for, which may be far above it) and drops the
-  saved burst — once per overload: the 429s of requests sent before the decrease are the
-  same overload answering the requests in flight, and do not count again; the request's
-  Retry-After is honoured by the retry itself;
+- a 429 lowers the rate to ``decrease_factor`` times what was *granted* over the last
+  ``window_s`` (the successes counted; not the rate asked for, which may be far above it),
+  but never below half the rate it had, and drops the saved burst — once per overload: the
+  429s of requests sent before the decrease are the same overload answering the requests
+  in flight, and do not count again; the request's Retry-After is honoured by the retry
+  itself. Why a whole window, and why at most a halving: an estimate over the fraction of a
+  second since the previous decrease counted two or three answers, and in a create + bind
+  burst of the reference size a run of such decreases drove the facade to its 5/s floor
+  for 20 s (BENCHMARKS.md, issue 16, 18:15 UTC);
 - a success answered within ``slow_answer_s`` raises the rate by ``increase_per_s`` of
   itself per second of successes, up to the configured ``qps``; a slow answer (the server
   is queueing our requests: its budget is spent) holds the rate where it is.
@@ -26,7 +30,6 @@ decrease), with no coordination beyond what the server says to each:
 from __future__ import annotations
 
 import asyncio
-import bisect
 import collections
 import time
 from collections.abc import Callable
@@ -129,7 +132,7 @@ class AdaptivePacer:
         self._clock = clock
         self._ok: collections.deque[float] = collections.deque()
         self._last_change = -float("inf")
-        self._last_ok = clock()
+        self._last_ok = self._born = clock()
         #: How often the rate was lowered, for metrics and tests.
         self.decreases = 0
 
@@ -141,17 +144,14 @@ class AdaptivePacer:
         return self.settings.enabled and self.ceiling > 0
 
     def granted(self) -> float:
-        """Successes per second since the last decrease (while the server was refusing some
-        of our requests, what it admitted is its grant) within the last ``window_s``; before
-        any decrease, since the first success in the window (an overestimate: it includes
-        the server's burst, corrected by the next decrease)."""
+        """Successes per second over the last ``window_s`` (while the server refuses some of
+        our requests, what it admits is its grant), or over our whole life if shorter."""
         now = self._clock()
         self._trim(now)
-        since = max(self._last_change, now - self.settings.window_s)
-        if self._ok and self._ok[0] > since:
-            since = self._ok[0]
-        count = len(self._ok) - bisect.bisect_right(self._ok, since)
-        return count / max(now - since, self.settings.window_s / 10) if count else 0.0
+        if not self._ok:
+            return 0.0
+        span = min(self.settings.window_s, now - self._born)
+        return len(self._ok) / max(span, self.settings.window_s / 10)
 
     def _trim(self, now: float) -> None:
         horizon = now - self.settings.window_s
@@ -185,6 +185,8 @@ class AdaptivePacer:
             return
         granted = self.granted()
         self._last_change = now
-        base = min(self.bucket.qps, granted) if granted > 0 else self.bucket.qps
-        self.bucket.set_rate(max(s.min_qps, base * s.decrease_factor), drop_saved=True)
+        qps = self.bucket.qps
+        base = min(qps, granted) if granted > 0 else qps
+        lowered = max(s.min_qps, base * s.decrease_factor, qps / 2)
+        self.bucket.set_rate(min(qps, lowered), drop_saved=True)
         self.decreases += 1

@@ -58,6 +58,8 @@ class BurstResult:
     left_after_release: int
     release_s: float
     cpu_s: dict[str, float] = field(default_factory=dict)  # process → CPU s, burst to Ready
+    cpu_wall_s: float = math.nan  # the wall time the cpu_s were measured over
+    cores: int = 1  # of this machine
     notes: list[str] = field(default_factory=list)
     baseline: BaselineResult | None = None
     placement: Placement | None = None  # with --classes: sandboxes per class and pool
@@ -120,6 +122,7 @@ def write_markdown(r: BurstResult, path: Path) -> str:
         "| CPU seconds, first request → all Ready | "
         + ", ".join(f"{k} {v:.1f}" for k, v in r.cpu_s.items())
         + " |",
+        *_cpu_bound_rows(r),
     ]
     if r.baseline is not None:
         b = r.baseline
@@ -161,6 +164,20 @@ def write_markdown(r: BurstResult, path: Path) -> str:
     text = "\n".join(lines) + "\n"
     path.write_text(text)
     return text
+
+
+def _cpu_bound_rows(r: BurstResult) -> list[str]:
+    """Whether the run was bound by this machine rather than by the API budget: the share
+    of its cores the stack and the benchmark kept busy, and of simcluster's one event loop
+    (the API server and every simulated kubelet: one core at most)."""
+    if not r.cpu_s or not r.cpu_wall_s > 0:
+        return []
+    busy = sum(r.cpu_s.values()) / (r.cores * r.cpu_wall_s)
+    loop = r.cpu_s.get("simcluster", math.nan) / r.cpu_wall_s
+    return [
+        f"| CPU-bound? cores kept busy (of {r.cores}) / simcluster's event loop busy "
+        f"| {busy:.0%} / {_f(100 * loop, 0)}% |"
+    ]
 
 
 def write_csv(sandboxes: list[SandboxTimes], path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ class _Phase:
     left: int
     release_s: float
     cpu_s: dict[str, float]  # CPU seconds per process, first request → all Ready
+    cpu_wall_s: float  # the wall time those CPU seconds were spent in
     placement: Placement | None  # with classes: where they landed, before the release
     killed_at: float | None = None  # when the leader was SIGKILLed (the recorder's clock)
     #: The facades' pod creates by placement and placement answers (cluster.facade_counters).
@@ -161,13 +163,14 @@ async def _sandman_phase(
     try:
         before = await metrics.read()
         say(f"firing {s.sandboxes:,} sandbox requests within {s.window_s:g} s ({_mode(s)})")
-        cpu_before = _cpu_seconds(stack)
+        cpu_before, cpu_from = _cpu_seconds(stack), time.monotonic()
         killer = _LeaderKiller(stack, s.kill_leader_at, s.sandboxes, say)
         if not s.direct and s.creation == "pre-placed":
             await _wait_placing(stack)
         await killer.find_leader()
         await _burst(s, recorder, driver, s.sandboxes, s.ready_timeout_s, killer)
         cpu = {k: v - cpu_before.get(k, 0.0) for k, v in _cpu_seconds(stack).items()}
+        cpu_wall = time.monotonic() - cpu_from
         placement = await census(admin, ns, selector) if s.classes else None
         facade = None if s.direct else await facade_counters(stack.urls)
         say("releasing every sandbox of the run (one request)")
@@ -180,8 +183,8 @@ async def _sandman_phase(
     finally:
         await recorder.stop()
     return _Phase(
-        recorder, driver, before, after, left, release_s, cpu, placement, killer.killed_at,
-        facade,
+        recorder, driver, before, after, left, release_s, cpu, cpu_wall, placement,
+        killer.killed_at, facade,
     )  # fmt: skip
 
 
@@ -395,6 +398,8 @@ def _analyse(
         throttled_client=p.driver.stats.throttled,
         given_up=dict(p.driver.stats.failures),
         cpu_s=p.cpu_s,
+        cpu_wall_s=p.cpu_wall_s,
+        cores=os.cpu_count() or 1,
         admission_rejections=delta.admission_rejections,
         left_after_release=p.left,
         release_s=p.release_s,

@@ -43,17 +43,36 @@ def test_a_429_lowers_the_rate_to_a_share_of_what_was_granted() -> None:
     assert p.bucket.qps == 1000  # at the ceiling already
     sent = clock.now
     p.throttled(sent)
-    assert p.bucket.qps == pytest.approx(0.9 * 400, rel=0.01)
+    assert p.bucket.qps == 500  # 0.9 x 400 would be more than a halving: at most that
     assert p.bucket.reserve() > 0  # the saved burst is gone too
     clock.now += 0.3
     p.throttled(sent)  # the same overload answering another request sent with the first
     assert p.decreases == 1
-    for _ in range(50):  # 50 answers in the 0.8 s since the decrease: 62.5/s granted
+    for _ in range(100):  # 100 slow answers in the last second (the rate holds): 100/s
         clock.now += 0.01
-        p.answered(0.005)
+        p.answered(0.2)
     p.throttled(clock.now - 0.005)  # sent after the decrease: a new overload
     assert p.decreases == 2
-    assert p.bucket.qps == pytest.approx(0.9 * 50 / 0.8, rel=0.01)
+    assert p.bucket.qps == 250  # 0.9 x 100 = 90, but never below half of 500
+    clock.now += 0.3
+    p.throttled(clock.now - 0.005)  # the last second still granted 70
+    assert p.bucket.qps == 125
+
+
+def test_few_answers_since_a_decrease_do_not_collapse_the_rate() -> None:
+    """The estimate is the whole window's, not the few answers since the last decrease."""
+    p, clock = pacer(qps=500, cooldown_s=0.25)
+    for _ in range(500):  # a second at the grant: 500/s
+        clock.now += 0.002
+        p.answered(0.05)
+    p.throttled(clock.now)
+    assert p.bucket.qps == pytest.approx(450)
+    for _ in range(2):  # the next 0.3 s: two answers, the rest still in flight
+        clock.now += 0.15
+        p.answered(0.2)
+    p.throttled(clock.now - 0.01)  # sent after the decrease
+    assert p.decreases == 2
+    assert p.bucket.qps >= 0.9 * 350  # ~350 answers in the last second, not 2 in 0.3 s
 
 
 def test_fast_answers_raise_the_rate_slow_ones_hold_it() -> None:
@@ -88,8 +107,10 @@ def test_the_rate_stays_between_the_floor_and_the_ceiling(
     p, clock = pacer(qps=300, min_qps=5)
     for dt, throttled, latency in events:
         clock.now += dt
+        before = p.bucket.qps
         if throttled:
             p.throttled()
+            assert p.bucket.qps >= min(before, max(5, before / 2))  # at most a halving
         else:
             p.answered(latency)
         assert 5 <= p.bucket.qps <= 300
