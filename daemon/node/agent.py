@@ -16,6 +16,10 @@ noticed). Each reconcile:
 4. **publishes** every image present on the node, the failures and the bundle digest
    through :class:`~daemon.node.lease.LeasePublisher` (its write bounds apply).
 
+Every API call goes through :class:`~daemon.node.access.ApiAccess`, which counts it and
+holds a 403 until a call of that kind works again (the agent's ``/readyz`` fails meanwhile):
+a refused Lease write, Event or plan read is reported, and the loop carries on.
+
 The core takes its clients from outside, so a test or devstack can run many cores in one
 process (docs/node-agent.md, "Running at scale").
 """
@@ -33,13 +37,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from daemon.node.access import ApiAccess
 from daemon.node.bundle import BundleError, sync_bundle
 from daemon.node.cri import CriError, ImageClient
 from daemon.node.lease import LeasePublisher, Published
 from daemon.node.metrics import AgentMetrics
 from daemon.node.settings import AgentSettings
 from kube.cache import Obj
-from kube.errors import KubeError
+from kube.errors import Forbidden, KubeError
 from kube.informer import Handlers, Informer
 from kube.light import LightClient
 from kube.preparation import ANNOTATION_PREPARE, decode_images
@@ -69,13 +74,13 @@ class NodeAgent:
         if not settings.node_name:
             raise ValueError("the node agent needs its node's name (--node-name, $NODE_NAME)")
         self.settings = settings
-        self.client = client
+        self.client = ApiAccess(client, metrics, settings.node_name)
         self.images = images
         self.metrics = metrics
         self.namespace = settings.namespace or client.namespace
-        self.publisher = LeasePublisher(settings, client, self.namespace, metrics, clock=clock)
+        self.publisher = LeasePublisher(settings, self.client, self.namespace, metrics, clock=clock)
         self.lease = Informer(
-            client,
+            self.client,
             LEASES,
             namespace=self.namespace,
             field_selector=f"metadata.name={self.publisher.name}",
@@ -117,7 +122,10 @@ class NodeAgent:
 
     # --- running ------------------------------------------------------------------------
     async def run(self) -> None:
-        await self.publisher.ensure()
+        # Refused: held (and /readyz fails) until a flush takes the Lease over; other errors
+        # at start end the process, as a DaemonSet's restart is the better retry.
+        with contextlib.suppress(Forbidden):
+            await self.publisher.ensure()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(self.lease.run())
             if self.settings.bundle_source:
@@ -278,7 +286,8 @@ class NodeAgent:
             self.metrics.events.labels("ImagePrepareFailed").inc()
         except KubeError as e:
             self.metrics.errors.labels("kube").inc()
-            log.info("%s: could not record an Event for %s: %s", self._node, image, e)
+            if not isinstance(e, Forbidden):  # a 403 is logged once, by the client
+                log.info("%s: could not record an Event for %s: %s", self._node, image, e)
 
     # --- the bundle ---------------------------------------------------------------------
     async def _bundle_loop(self) -> None:

@@ -1,20 +1,27 @@
 """The node agent process: one :class:`~daemon.node.agent.NodeAgent` for this node, its
-clients, and ``/healthz`` ``/metrics`` on ``health_port``.
+clients, and ``/healthz`` ``/readyz`` ``/metrics`` on ``health_port``.
 
-The health server is a few lines over ``asyncio.start_server`` rather than aiohttp's: two
-GET routes do not justify ~14 MiB of RSS on every node. ``/healthz`` answers 200 while the
-runtime answered a ListImages within three reconcile intervals, 503 (with the reason) when
-it did not.
+The health server is a few lines over ``asyncio.start_server`` rather than aiohttp's: three
+GET routes do not justify ~14 MiB of RSS on every node. ``/healthz`` (the liveness probe)
+answers 200 while the runtime answered a ListImages within three reconcile intervals, 503
+(with the reason) when it did not: a restart may help there. ``/readyz`` (the readiness
+probe) fails in those cases too, and also while an API call is refused (403) — a restart
+cannot fix RBAC, but an unready DaemonSet pod is what an operator sees in ``kubectl get``,
+and its JSON answer names the missing permission: ``{"ready": false, "reason":
+"forbidden", "message": ..., "refused": [{"verb", "group", "resource", "namespace"}]}``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from daemon.node.access import Permission
 from daemon.node.agent import NodeAgent
 from daemon.node.cri import ImageClient
 from daemon.node.metrics import AgentMetrics
@@ -22,9 +29,25 @@ from daemon.node.settings import AgentSettings
 from kube.light import LightClient
 from kube.settings import ClientSettings
 
-__all__ = ["AgentProcess", "serve_health"]
+__all__ = ["AgentProcess", "Readiness", "serve_health"]
 
 log = logging.getLogger("daemon.node")
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """``/readyz``'s answer. ``reason``: ``ok``, ``starting``, ``runtime_unreachable`` or
+    ``forbidden`` (then ``refused`` lists the permissions)."""
+
+    ready: bool
+    reason: str
+    message: str
+    refused: tuple[Permission, ...] = ()
+
+    def body(self) -> bytes:
+        refused = [p.as_dict() for p in self.refused]
+        doc = {"ready": self.ready, "reason": self.reason, "message": self.message}
+        return json.dumps({**doc, "refused": refused}).encode()
 
 
 class AgentProcess:
@@ -43,16 +66,31 @@ class AgentProcess:
             return False, f"no answer from the container runtime for {age:.0f} s"
         return True, "ok"
 
+    def readiness(self) -> Readiness:
+        ok, text = self.healthy()
+        agent = self.agent
+        if agent is None or not ok:
+            started = agent is not None and agent.reconciles > 0
+            return Readiness(False, "runtime_unreachable" if started else "starting", text)
+        refused = agent.client.refused
+        if refused:
+            listed = "; ".join(f"{p}: {message}" for p, message in refused.items())
+            return Readiness(False, "forbidden", f"forbidden (403): {listed}", tuple(refused))
+        return Readiness(True, "ok", "ok")
+
     async def run(self) -> None:
         s = self.settings
         client_settings = ClientSettings(qps=s.qps, burst=s.burst, user_agent=s.component)
         async with await LightClient.connect(client_settings, kubeconfig=s.kubeconfig) as client:
             images = ImageClient(s.cri_socket)
             self.agent = NodeAgent(s, client, images, self.metrics)
-            server = await serve_health(s.health_host, s.health_port, self.healthy, self.metrics)
+            server = await serve_health(
+                s.health_host, s.health_port, self.healthy, self.metrics, self.readiness
+            )
             host, port = server.sockets[0].getsockname()[:2]
             self.health_url = f"http://{host}:{port}"
-            log.info("node agent for %s: /healthz and /metrics on %s", s.node_name, self.health_url)
+            routes = "/healthz, /readyz and /metrics"
+            log.info("node agent for %s: %s on %s", s.node_name, routes, self.health_url)
             try:
                 await self.agent.run()
             finally:
@@ -62,9 +100,20 @@ class AgentProcess:
 
 
 async def serve_health(
-    host: str, port: int, healthy: Callable[[], tuple[bool, str]], metrics: AgentMetrics
+    host: str,
+    port: int,
+    healthy: Callable[[], tuple[bool, str]],
+    metrics: AgentMetrics,
+    readiness: Callable[[], Readiness] | None = None,
 ) -> asyncio.Server:
-    """``/healthz`` from ``healthy()`` and ``/metrics`` from ``metrics`` on ``host:port``."""
+    """``/healthz`` from ``healthy()``, ``/readyz`` from ``readiness()`` (without one:
+    from ``healthy()``) and ``/metrics`` from ``metrics`` on ``host:port``."""
+
+    def ready() -> Readiness:
+        if readiness is not None:
+            return readiness()
+        ok, text = healthy()
+        return Readiness(ok, "ok" if ok else "unhealthy", text)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -74,6 +123,10 @@ async def serve_health(
             if path == b"/healthz":
                 ok, text = healthy()
                 status, body, ctype = (200 if ok else 503), text.encode(), "text/plain"
+            elif path == b"/readyz":
+                answer = ready()
+                status, body = (200 if answer.ready else 503), answer.body()
+                ctype = "application/json"
             elif path == b"/metrics":
                 status, body, ctype = 200, metrics.render(), "text/plain; version=0.0.4"
             else:

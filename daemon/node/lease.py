@@ -11,6 +11,11 @@ modifies and writes the other's part, and no write conflicts.
 Write bounds: at most one write per ``min_write_interval_s``; a write happens only when the
 published content changed or the renewal (``renew_interval_s``) is due. Changes in between
 are batched into the next write. :meth:`LeasePublisher.due_in` says when that is.
+
+A refused write (403) is not a crash, not even at start: the client (daemon/node/access.py)
+counts it, logs it once and holds it, which fails the agent's ``/readyz``; the next due
+flush tries again — taking the Lease over first if that is what was refused — and a write
+that works clears it.
 """
 
 from __future__ import annotations
@@ -22,10 +27,10 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from daemon.node.access import ApiAccess
 from daemon.node.metrics import AgentMetrics
 from daemon.node.settings import AgentSettings
-from kube.errors import KubeError, NotFound
-from kube.light import LightClient
+from kube.errors import Forbidden, KubeError, NotFound
 from kube.preparation import (
     ANNOTATION_BUNDLE,
     ANNOTATION_FAILED,
@@ -81,7 +86,7 @@ class LeasePublisher:
     def __init__(
         self,
         settings: AgentSettings,
-        client: LightClient,
+        client: ApiAccess,
         namespace: str,
         metrics: AgentMetrics,
         *,
@@ -97,6 +102,8 @@ class LeasePublisher:
         self._written: Published | None = None
         self._last_write = -1e18
         self.writes = 0
+        #: The Lease was taken over (or created) by this agent; False until then.
+        self.acquired = False
 
     def _spec(self) -> dict[str, Any]:
         return {
@@ -118,11 +125,12 @@ class LeasePublisher:
             },
             "spec": {**self._spec(), "acquireTime": _micro_time()},
         }
+        self._last_write = self._clock()  # a refused take-over is not retried sooner either
         try:
             await self.client.patch(LEASES, self.name, {"spec": body["spec"]}, self.namespace)
         except NotFound:
             await self.client.create(LEASES, body, self.namespace)
-        self._last_write = self._clock()
+        self.acquired = True
         self.writes += 1
         self.metrics.lease_writes.labels("acquire").inc()
 
@@ -147,13 +155,18 @@ class LeasePublisher:
         patch = {"metadata": {"annotations": content.annotations()}, "spec": self._spec()}
         self._last_write = self._clock()  # a failed write is not retried sooner either
         try:
-            await self.client.patch(LEASES, self.name, patch, self.namespace)
-        except NotFound:
-            await self.ensure()  # deleted under us: recreate, publish on the next flush
-            return True
+            if not self.acquired:  # refused so far: take it over first, publish next time
+                await self.ensure()
+                return True
+            try:
+                await self.client.patch(LEASES, self.name, patch, self.namespace)
+            except NotFound:
+                await self.ensure()  # deleted under us: recreate, publish on the next flush
+                return True
         except KubeError as e:
             self.metrics.errors.labels("kube").inc()
-            log.warning("writing Lease %s/%s failed: %s", self.namespace, self.name, e)
+            if not isinstance(e, Forbidden):  # a 403 is logged once, by the client
+                log.warning("writing Lease %s/%s failed: %s", self.namespace, self.name, e)
             return False
         self._written = content
         self.writes += 1

@@ -44,6 +44,14 @@ class AgentMetrics:
         self.errors = r.add(
             Counter(f"{_P}_errors", "Failed calls to the runtime or the API server.", ["target"])
         )
+        self.api_requests = r.add(
+            Counter(
+                f"{_P}_api_requests",
+                "Kubernetes API calls by RBAC verb, resource and HTTP code (0: no response; "
+                "a call's retries inside the client count once).",
+                ["verb", "resource", "code"],
+            )
+        )
         self.bundle_syncs = r.add(
             Counter(f"{_P}_bundle_syncs", "Daemon bundle copies into the hostPath directory.")
         )

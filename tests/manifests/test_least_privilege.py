@@ -11,11 +11,16 @@ Pending in silence; once the rule is back, the pod binds and the controller is r
 A removed list/watch rule (the controller's on nodes) shows when its watch next reconnects:
 an error log line, ``/readyz`` 503 naming the informer — not a cache silently gone stale.
 Likewise the facade's ``create`` on pods: the trainer gets a 502 ``cluster_forbidden`` (not a
-500, not a hang), the facade logs an error naming the 403 and counts the 502.
+500, not a hang), the facade logs an error naming the 403 and counts the 502. And the node
+agent's ``patch`` on leases (its renewals and ready sets): a ``python -m daemon.node``
+process with the agents' token logs an error naming the missing permission, counts
+``sandman_node_agent_api_requests_total`` with code 403, and its readiness endpoint — the
+path the DaemonSet's readinessProbe names — answers 503 ``forbidden`` until a write works.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -29,9 +34,10 @@ from devstack.stack import Stack, StackSettings
 from kube import PODS, KubeClient
 from kube.resources import Resource
 from sandman import AsyncSandman
+from tests.support.agents import metric, spawn_agent
 from tests.support.kube import FAST, inject
 from tests.support.kubectl import Kubectl
-from tests.support.manifests import MANIFESTS
+from tests.support.manifests import MANIFESTS, render
 from tests.support.stack import RunningStack
 from tests.support.wait import wait_until_async
 
@@ -41,6 +47,9 @@ TENANT_NS = "sandman-dev"
 CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
 )
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
+SYSTEM_NS = "sandman-system"
+AGENT_ROLE = "sandman-node-agent"  # a Role in sandman-system
 BIND_ROLE = "sandman-controller-tenant"
 READ_ROLE = "sandman-controller"
 FACADE_ROLE = "sandman-facade-tenant"
@@ -78,9 +87,13 @@ async def admin(stack: RunningStack) -> AsyncIterator[KubeClient]:
         yield client
 
 
-async def _without(admin: KubeClient, role_name: str, verb: str, resource: str) -> None:
-    """Remove ``verb`` on ``resource`` from a ClusterRole, as an operator's edit would."""
-    role = await admin.get(CLUSTER_ROLES, role_name)
+async def _without(
+    admin: KubeClient, role_name: str, verb: str, resource: str, namespace: str | None = None
+) -> None:
+    """Remove ``verb`` on ``resource`` from a ClusterRole (from a Role in ``namespace``), as
+    an operator's edit would."""
+    kind = ROLES if namespace else CLUSTER_ROLES
+    role = await admin.get(kind, role_name, namespace)
     rules = []
     for rule in role["rules"]:
         if resource in rule["resources"] and verb in rule["verbs"]:
@@ -89,7 +102,7 @@ async def _without(admin: KubeClient, role_name: str, verb: str, resource: str) 
         if rule["verbs"]:
             rules.append(rule)
     assert rules != role["rules"], f"{role_name} grants no {verb} on {resource}"
-    await admin.replace(CLUSTER_ROLES, role_name, {**role, "rules": rules})
+    await admin.replace(kind, role_name, {**role, "rules": rules}, namespace)
 
 
 def _reapply(stack: RunningStack) -> None:
@@ -242,3 +255,54 @@ async def test_a_removed_watch_rule_fails_readiness_instead_of_a_stale_cache(
             assert await wait_until_async(ready_again, timeout_s=30, interval_s=0.2)
     finally:
         _reapply(stack)
+
+
+def _agent_readiness_path() -> str:
+    """The path the DaemonSet's readinessProbe asks (the production overlay's)."""
+    daemonset = render("production").one("DaemonSet", "sandman-node-agent", SYSTEM_NS)
+    (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+    path: str = container["readinessProbe"]["httpGet"]["path"]
+    return path
+
+
+@pytest.mark.anyio
+async def test_a_removed_lease_rule_makes_the_node_agent_unready_not_stale(
+    stack: RunningStack, admin: KubeClient, tmp_path: Path
+) -> None:
+    probe = _agent_readiness_path()
+    sockets = json.loads(
+        (stack.stack.settings.workdir / "cluster" / "cri-sockets.json").read_text()
+    )
+    node = sorted(sockets)[0]
+    kubeconfig = stack.stack.component_kubeconfigs["node-agent"]
+    # Renewals every 0.3 s: each is a patch of its Lease, so the 403 comes without a plan.
+    flags = ("--renew-interval-s", "0.3", "--lease-duration-s", "5")
+    permission = "patch on leases.coordination.k8s.io in namespace sandman-system"
+    with spawn_agent(kubeconfig, sockets[node], node, *flags, workdir=tmp_path) as agent:
+
+        def ready() -> bool:
+            return agent.readyz(probe)[0] == 200
+
+        assert await wait_until_async(ready, timeout_s=20, interval_s=0.2, retry=(OSError,))
+        await _without(admin, AGENT_ROLE, "patch", "leases", SYSTEM_NS)
+        try:
+
+            def refused() -> float:
+                return metric(
+                    agent.metrics(), "sandman_node_agent_api_requests_total",
+                    verb="patch", resource="leases", code="403",
+                )  # fmt: skip
+
+            assert await wait_until_async(
+                lambda: refused() >= 2, timeout_s=20, interval_s=0.2, retry=(OSError,)
+            )
+            status, answer = agent.readyz(probe)
+            assert status == 503 and answer["reason"] == "forbidden", answer
+            assert permission in answer["message"]
+            log = agent.log.read_text(errors="replace")
+            lines = re.findall(r"ERROR .*patch leases forbidden \(403\): .*lacks (.*?):", log)
+            assert lines == [permission], log[-3000:]  # once, however many renewals failed
+            _reapply(stack)
+            assert await wait_until_async(ready, timeout_s=20, interval_s=0.2, retry=(OSError,))
+        finally:
+            _reapply(stack)

@@ -22,7 +22,7 @@ from simcluster.kubelet.images import PullSettings
 from simcluster.kubelet.settings import NodeSettings
 from tests.support.wait import wait_until
 
-__all__ = ["AGENT_NS", "AgentRun", "agent_cluster", "metric", "run_agent"]
+__all__ = ["AGENT_NS", "AgentRun", "agent_cluster", "metric", "run_agent", "spawn_agent"]
 
 AGENT_NS = "sandman-system"
 AGENT_SA = f"{AGENT_NS}/sandman-node-agent"
@@ -58,6 +58,14 @@ class AgentRun:
         except urllib.error.HTTPError as e:
             return int(e.code)
 
+    def readyz(self, path: str = "/readyz") -> tuple[int, Any]:
+        """The readiness answer: its status and its decoded JSON."""
+        try:
+            with urllib.request.urlopen(f"{self.health_url}{path}", timeout=5) as r:
+                return int(r.status), json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return int(e.code), json.loads(e.read())
+
 
 def metric(text: str, name: str, **labels: str) -> float:
     """The sum of a metric's samples whose labels include ``labels``."""
@@ -81,11 +89,21 @@ def run_agent(
     """An agent process for ``node``; stopped (SIGTERM, then SIGKILL) on exit."""
     assert cluster.cluster is not None
     sockets = json.loads((cluster.workdir / "cri-sockets.json").read_text())
-    port_file = workdir / f"agent-{node}.log"
     kubeconfig = cluster.cluster.kubeconfigs["node-agent"]
+    with spawn_agent(Path(kubeconfig), sockets[node], node, *flags, workdir=workdir) as agent:
+        yield agent
+
+
+@contextlib.contextmanager
+def spawn_agent(
+    kubeconfig: Path, socket: str, node: str, *flags: str, workdir: Path
+) -> Iterator[AgentRun]:
+    """An agent process for ``node`` with ``kubeconfig``'s credentials and the runtime at
+    ``socket`` (any cluster: the embedded one, a devstack's); stopped on exit."""
+    port_file = workdir / f"agent-{node}.log"
     args = [
         sys.executable, "-m", "daemon.node", "--node-name", node, "--namespace", AGENT_NS,
-        "--kubeconfig", str(kubeconfig), "--cri-socket", sockets[node],
+        "--kubeconfig", str(kubeconfig), "--cri-socket", socket,
         "--state-dir", str(workdir / "state"), "--health-port", "0",
         "--reconcile-interval-s", "0.5", "--min-write-interval-s", "0.5",
         "--retry-initial-s", "0.2", "--retry-cap-s", "1", *flags,
