@@ -144,11 +144,24 @@ class PlacementService:
         return web.Response(body=self._encoder.encode(answer), content_type="application/json")
 
     def place(self, request: PlacementRequest) -> list[str | None]:
-        """Plan ``request``'s pods and reserve their capacity (synchronous, no I/O)."""
+        """Plan ``request``'s pods and reserve their capacity (synchronous, no I/O).
+
+        A pod asked for again while its reservation holds (the facade's create missed its
+        placement's life, facade/preplace.py) gets the same node: the capacity is taken
+        once, and the answer is the same whichever of the two creates lands."""
         ns = request.namespace
-        pods = [_pod(request.template, ns, name) for name in request.names]
-        plan = self.scheduler.plan(pods, self._clock())
-        where = {a.uid: a.node for a in plan.assignments}
+        where: dict[str, str | None] = {}
+        fresh = []
+        for name in request.names:
+            uid = f"{ns}/{name}"
+            held = self.scheduler.reserved_on(uid)
+            if held is not None:
+                where[uid] = held
+            else:
+                fresh.append(_pod(request.template, ns, name))
+        if fresh:
+            plan = self.scheduler.plan(fresh, self._clock())
+            where.update((a.uid, a.node) for a in plan.assignments)
         nodes = [where.get(f"{ns}/{name}") for name in request.names]
         placed = sum(1 for n in nodes if n)
         self.counts["placed"] += placed

@@ -46,6 +46,12 @@ class FacadeMetrics:
             ["outcome"],
             registry=r,
         )
+        self.placements_ran_out = Counter(
+            "sandman_facade_placements_ran_out",
+            "Pre-placed creates not sent because their placement ran out first (each asked "
+            "for once more, or created unbound: facade/preplace.py).",
+            registry=r,
+        )
         self.released = Counter(
             "sandman_facade_sandboxes_released",
             "Sandboxes released by trainers.",

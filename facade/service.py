@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import hashlib
 import logging
 import secrets
@@ -41,7 +40,6 @@ from kube import (
     KubeClient,
     KubeError,
     NotFound,
-    SendDeadlinePassed,
 )
 from kube.cache import Obj
 from kube.contract import (
@@ -69,6 +67,7 @@ from .index import SandboxIndex, WaitAborted
 from .leases import OwnerLeaseWriter
 from .metrics import FacadeMetrics
 from .podspec import DaemonDelivery, PodSpecError, SandboxClass, SandboxRequest, render_pod
+from .preplace import PlacementRanOut, PrePlacement
 from .tenancy import Tenant, TenantDirectory
 from .tokens import TokenMinter
 from .window import SendWindow
@@ -118,9 +117,14 @@ class SandboxService:
         self.metrics = metrics
         self.settings = settings or ServiceSettings()
         self.leases = OwnerLeaseWriter(client)
-        #: Pre-placed creation (kube/placement.py); None: binder mode, every pod unbound.
-        self.placer = placer
-        self.window = SendWindow(self.settings.preplaced_in_flight)
+        #: Pre-placed creation (facade/preplace.py); None: binder mode, every pod unbound.
+        self.fast = (
+            None
+            if placer is None
+            else PrePlacement(
+                client, placer, SendWindow(self.settings.preplaced_in_flight), metrics, _template
+            )
+        )
 
     # --- create ---------------------------------------------------------------------------
     async def create(
@@ -133,9 +137,11 @@ class SandboxService:
             return existing, False
         self._admit(tenant, 1)
         pod = self._render(tenant, spec, sid, _digest(spec))
-        async with self._sending(None, 1):
-            placements = await self._place(tenant, {0: pod}, group=None)
-            return await self._create_pod(tenant, pod, placements.get(sid))
+        if self.fast is None:
+            return await self._create_pod(tenant, pod)
+        async with self.fast.sending(1):
+            placements = await self.fast.place(tenant.namespace, {0: pod})
+            return await self._create_pod(tenant, pod, placements.get(sid), fast=True)
 
     async def create_batch(
         self, tenant: Tenant, batch: CreateBatch, key: str | None
@@ -154,8 +160,11 @@ class SandboxService:
                     annotations = pod["metadata"]["annotations"]
                     annotations[ANNOTATION_GROUP] = batch.group
                     annotations[ANNOTATION_GROUP_SIZE] = str(batch.count)
-            async with self._sending(batch.group, len(todo)):
-                await self._create_members(tenant, pods, ids, results, batch.group)
+            if self.fast is None or batch.group is not None:
+                await self._create_members(tenant, pods, ids, results)
+            else:
+                async with self.fast.sending(len(todo)):
+                    await self._create_members(tenant, pods, ids, results, self.fast)
         sandboxes = [r for r in results if isinstance(r, Sandbox)]
         failed = [r for r in results if isinstance(r, BatchFailure)]
         return BatchResult(sandboxes=sandboxes, failed=failed)
@@ -166,17 +175,25 @@ class SandboxService:
         pods: dict[int, Obj],
         ids: list[str],
         results: list[Sandbox | BatchFailure | None],
-        group: str | None,
+        fast: PrePlacement | None = None,
     ) -> None:
-        """Place (pre-placed mode) and create a batch's ``pods``, each outcome into ``results``."""
-        placements = await self._place(tenant, pods, group)
-        limit = asyncio.Semaphore(len(pods) if placements else self.settings.batch_concurrency)
+        """Create a batch's ``pods``, each outcome into ``results``; ``fast``: pre-placed
+        (groups never are: a group is placed all or nothing by the binder, scheduler/gang.py),
+        the members whose placement ran out asked for once more (facade/preplace.py)."""
+        ns = tenant.namespace
+        placements = await fast.place(ns, pods) if fast is not None else {}
+        limit = asyncio.Semaphore(len(pods) if fast else self.settings.batch_concurrency)
+        late: dict[int, Obj] = {}
 
-        async def one(i: int) -> None:
+        async def one(i: int, placement: Placement | None, last: bool) -> None:
             async with limit:
                 try:
-                    created = await self._create_pod(tenant, pods[i], placements.get(ids[i]), group)
+                    created = await self._create_pod(
+                        tenant, pods[i], placement, fast=fast is not None, last=last
+                    )
                     results[i] = created[0]
+                except PlacementRanOut:
+                    late[i] = pods[i]
                 except FacadeError as e:
                     results[i] = BatchFailure(
                         index=i,
@@ -186,16 +203,22 @@ class SandboxService:
                         retry_after_s=e.retry_after_s,
                     )
 
-        # The first alone: if another replica created it for another request (not in our
-        # cache yet), the whole batch is refused before any other member exists.
+        # The first alone (and never late: unbound rather than asked for again): if another
+        # replica created it for another request (not in our cache yet), the whole batch is
+        # refused before any other member exists.
         todo = list(pods)
-        await one(todo[0])
+        await one(todo[0], placements.get(ids[todo[0]]), last=True)
         first = results[todo[0]]
         if isinstance(first, BatchFailure) and first.reason == "idempotency_key_reused":
             raise FacadeError(first.status, first.reason, first.message)
         async with asyncio.TaskGroup() as tg:
             for i in todo[1:]:
-                tg.create_task(one(i))
+                tg.create_task(one(i, placements.get(ids[i]), last=False))
+        if late and fast is not None:
+            again = await fast.place(ns, late)
+            async with asyncio.TaskGroup() as tg:
+                for i in late:
+                    tg.create_task(one(i, again.get(ids[i]), last=True))
 
     def _replay(self, tenant: Tenant, sid: str, digest: str) -> Sandbox | None:
         pod = self.index.current_pod(tenant.namespace, sid)
@@ -247,33 +270,24 @@ class SandboxService:
         pod["metadata"]["annotations"][ANNOTATION_REQUEST_DIGEST] = digest
         return pod
 
-    async def _place(
-        self, tenant: Tenant, pods: dict[int, Obj], group: str | None
-    ) -> dict[str, Placement]:
-        """The leader's placements for ``pods`` (pre-placed mode); {} means all unbound.
-
-        Groups stay with the binder: a group is placed all or nothing across its members,
-        which may arrive in several requests (scheduler/gang.py)."""
-        if not self._prepays(group) or not pods:
-            return {}
-        assert self.placer is not None
-        first = next(iter(pods.values()))
-        names = [p["metadata"]["name"] for p in pods.values()]
-        # Our turn at the API budget first: a placement is good for about a second, and
-        # a burst can queue creates at the client for many seconds.
-        await self.client.take_tokens(len(names))
-        return await self.placer.place(tenant.namespace, names, _template(first))
-
     async def _create_pod(
         self,
         tenant: Tenant,
         pod: Obj,
         placement: Placement | None = None,
-        group: str | None = None,
+        *,
+        fast: bool = False,
+        last: bool = True,
     ) -> tuple[Sandbox, bool]:
+        """``fast``: through :attr:`fast` (its token taken: ``placement``, or unbound);
+        ``last`` False: a placement that ran out raises :class:`PlacementRanOut`."""
         ns, sid = tenant.namespace, pod["metadata"]["name"]
         try:
-            created = await self._post_pod(ns, pod, placement, group)
+            if fast:
+                assert self.fast is not None
+                created = await self.fast.post(ns, pod, placement, last=last)
+            else:
+                created = await self._post_unbound(ns, pod)
         except AlreadyExists:
             # A retry of a create that landed (ours, another replica's, or a lost response).
             existing = await self._fetch(ns, sid)
@@ -292,50 +306,11 @@ class SandboxService:
         assert view is not None
         return view, True
 
-    def _sending(self, group: str | None, n: int) -> contextlib.AbstractAsyncContextManager[None]:
-        """``n`` slots of the send window (facade/window.py) around asking for placements
-        and sending the creates; nothing to hold when nothing is pre-placed."""
-        if not self._prepays(group):
-            return contextlib.nullcontext()
-        return self.window.hold(n)
-
-    def _prepays(self, group: str | None) -> bool:
-        """Whether :meth:`_place` took the creates' tokens (pre-placed, no group)."""
-        return self.placer is not None and group is None
-
-    async def _post_pod(
-        self, ns: str, pod: Obj, placement: Placement | None, group: str | None = None
-    ) -> Obj:
-        """Create ``pod`` on its placement's node if it can still be sent in time, else
-        unbound (the binder places it): the fast path never fails a create."""
-        prepaid = self._prepays(group)
-        if placement is not None:
-            placed = {**pod, "spec": {**pod["spec"], "nodeName": placement.node}}
-            try:
-                created: Obj = await self.client.request(
-                    "POST",
-                    PODS.path(ns),
-                    body=placed,
-                    idempotent=True,
-                    send_by=placement.send_by,
-                    prepaid=prepaid,
-                    lean=True,  # checks send_by with the connection in hand (kube/lean.py)
-                )
-            except SendDeadlinePassed:
-                self.metrics.creates.labels("unbound-late").inc()
-            else:
-                self.metrics.creates.labels("pre-placed").inc()
-                return created
-        created = await self.client.request(
-            "POST",
-            PODS.path(ns),
-            body=pod,
-            idempotent=True,
-            prepaid=prepaid and placement is None,
-            lean=True,  # the binds' transport: far less CPU than aiohttp's (kube/lean.py)
+    async def _post_unbound(self, ns: str, pod: Obj) -> Obj:
+        created: Obj = await self.client.request(
+            "POST", PODS.path(ns), body=pod, idempotent=True, lean=True
         )
-        if placement is None:
-            self.metrics.creates.labels("unbound").inc()
+        self.metrics.creates.labels("unbound").inc()
         return created
 
     async def _fetch(self, ns: str, sid: str) -> Obj:

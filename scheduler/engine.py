@@ -105,6 +105,11 @@ class Scheduler:
         """Release a reservation (the bind failed). Idempotent."""
         return self.model.forget(uid)
 
+    def reserved_on(self, uid: str) -> str | None:
+        """The node ``uid`` holds a reservation on (None: it holds none)."""
+        r = self.model.ledger.get(uid)
+        return None if r is None else r.node
+
     def expire(self, now: float) -> list[str]:
         """Release reservations whose deadline passed; returns their uids."""
         return self.model.expire(now)

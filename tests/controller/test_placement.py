@@ -48,6 +48,12 @@ async def test_placed_pods_take_one_write_and_never_more_than_fits(
             placed = await placer.place("default", names, pod("template", app="sandbox"))
             assert 16 <= len(placed) < 40
             assert {p.node for p in placed.values()} == {"node-0", "node-1"}
+            # Asked again (a create that missed its placement's life): the same nodes, and
+            # the capacity is not taken twice.
+            reserved = a.view.scheduler.stats()["reserved"] if a.view is not None else -1
+            again = await placer.place("default", names, pod("template", app="sandbox"))
+            assert {n: p.node for n, p in again.items()} == {n: p.node for n, p in placed.items()}
+            assert a.view is not None and a.view.scheduler.stats()["reserved"] == reserved
             await create_placed(client, placed, names)
             # The leader's watch shows the placed pods: their reservations are released.
             assert a.view is not None

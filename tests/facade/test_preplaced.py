@@ -1,7 +1,8 @@
 """Pre-placed creation through the facade's own HTTP API, with a real leading controller
 (tests/support/placement.py): a batch's pods are created on their nodes (one write each, no
 bind); binder mode and a placement that ran out before the create could be sent create
-unbound pods that the binder places — no trainer request fails because the fast path did."""
+unbound pods that the binder places — no trainer request fails because the fast path did;
+members whose placement ran out are asked for once more (the same node)."""
 
 from __future__ import annotations
 
@@ -135,3 +136,35 @@ async def test_batches_behind_a_queueing_server_ask_only_when_they_can_be_sent(
                 for _ in range(20):
                     tg.create_task(batch(live, 2))
             assert (creates(live, "pre-placed"), creates(live, "unbound-late")) == (40, 0)
+
+
+async def test_members_whose_placement_ran_out_are_placed_again(tmp_path: Path) -> None:
+    """The server admits the facade's writes at 10/s and the facade has 6 connections (its
+    watches use others): of a batch of 12, the creates still waiting for a connection when
+    their placement (0.25 s) runs out are not sent. They are asked for once more, all in
+    one call, and then go on their nodes; only a create late twice is created unbound (one
+    write saved for each of the others)."""
+    flow = {
+        "levels": {"slow": {"mutating": {"rate": 10, "burst": 1}, "max_queue_wait_s": 10}},
+        "schemas": [{"name": "facade", "level": "slow", "users": ["admin"], "precedence": 1}],
+    }
+    base = cluster_of(2, cpu="16", foreign=0.0)
+    settings = dataclasses.replace(base, server=dataclasses.replace(base.server, flowcontrol=flow))
+    facade = FacadeSettings(
+        port=0,
+        client=dataclasses.replace(FAST, max_connections=6),
+        placement=dataclasses.replace(LEASE, max_valid_for_s=0.25),
+    )
+    with EmbeddedCluster(settings) as cluster:
+        async with (
+            placing_controller(cluster, "a") as leader,
+            live_facade(cluster.kubeconfig, facade, tmp_path) as live,
+        ):
+            await wait_until_async(lambda: serving(leader), timeout_s=10)
+            await batch(live, 12)
+            ran_out = live.facade.metrics.placements_ran_out._value.get()
+            late_twice = creates(live, "unbound-late")
+            assert creates(live, "pre-placed") + late_twice == 12
+            assert ran_out > late_twice  # some ran out, and went on a node the second time
+        binds = writes_by(cluster, CONTROLLER_USER, resource="pods", subresource="binding")
+        assert binds <= late_twice
