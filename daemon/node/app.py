@@ -5,6 +5,11 @@ The health server is a few lines over ``asyncio.start_server`` rather than aioht
 GET routes do not justify ~14 MiB of RSS on every node. ``/healthz`` answers 200 while the
 runtime answered a ListImages within three reconcile intervals, 503 (with the reason) when
 it did not.
+
+:func:`run_until_signalled` is the process's shutdown rule — SIGTERM or SIGINT cancels the
+work, whose ``finally`` blocks close what it opened — for ``python -m daemon.node`` and for
+``python -m devstack.agents`` (every simulated node's agent core in one process), so the two
+stop alike.
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from daemon.node.agent import NodeAgent
 from daemon.node.cri import ImageClient
@@ -22,7 +29,7 @@ from daemon.node.settings import AgentSettings
 from kube.light import LightClient
 from kube.settings import ClientSettings
 
-__all__ = ["AgentProcess", "serve_health"]
+__all__ = ["AgentProcess", "run_until_signalled", "serve_health"]
 
 log = logging.getLogger("daemon.node")
 
@@ -59,6 +66,18 @@ class AgentProcess:
                 server.close()
                 await server.wait_closed()
                 await images.close()
+
+
+async def run_until_signalled(work: Coroutine[Any, Any, object]) -> int:
+    """Run ``work`` until it returns or SIGTERM/SIGINT cancels it; the exit code, 0 (an
+    exception of ``work`` propagates)."""
+    task = asyncio.create_task(work)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return 0
 
 
 async def serve_health(
