@@ -23,16 +23,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from anyio.from_thread import start_blocking_portal
 
-from devstack.stack import Stack, StackSettings
+from devstack.stack import StackSettings
 from kube import PODS, KubeClient
 from kube.resources import Resource
 from sandman import AsyncSandman
 from tests.support.kube import FAST, inject
 from tests.support.kubectl import Kubectl
 from tests.support.manifests import MANIFESTS
-from tests.support.stack import RunningStack
+from tests.support.stack import RunningStack, running_stack
 from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
@@ -58,13 +57,8 @@ def stack(
         manifests=True,
         controller_args=("--terminal-retention", "1"),
     )
-    with start_blocking_portal() as portal:
-        running = Stack(settings)
-        portal.call(running.start)
-        try:
-            yield RunningStack(running, portal, pytestconfig)
-        finally:
-            portal.call(running.stop)
+    with running_stack(settings, pytestconfig) as running:
+        yield running
 
 
 @pytest.fixture
