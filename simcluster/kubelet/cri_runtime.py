@@ -192,17 +192,14 @@ class CriRuntime:
             raise RuntimeStartError("ErrImagePull", f"{c.image}: {_details(e)}") from e
 
     def _mounts(self, sandbox: Sandbox, c: Container) -> list[api_pb2.Mount]:
-        out = []
-        for m in c.mounts:
-            source = m.source
-            if source is None:
-                vol = self._pod_dir / sandbox.uid / m.volume
-                vol.mkdir(parents=True, exist_ok=True)
-                source = str(vol)
-            out.append(
-                api_pb2.Mount(container_path=m.target, host_path=source, readonly=m.read_only)
+        return [
+            api_pb2.Mount(
+                container_path=m.target,
+                host_path=m.host_path(self._pod_dir, sandbox.uid),
+                readonly=m.read_only,
             )
-        return out
+            for m in c.mounts
+        ]
 
     async def _create_and_start(
         self, sandbox: Sandbox, c: Container, pod: _Pod, config: api_pb2.PodSandboxConfig

@@ -108,11 +108,7 @@ class ProcessRuntime:
         for path in _host_tmp_paths(c.argv[:1]):
             args += ["--ro-bind", path, path]
         for m in c.mounts:
-            source = m.source
-            if source is None:
-                vol = self._pod_dir / sandbox.uid / m.volume
-                vol.mkdir(parents=True, exist_ok=True)
-                source = str(vol)
+            source = m.host_path(self._pod_dir, sandbox.uid)
             args += ["--ro-bind" if m.read_only else "--bind", source, m.target]
         args += ["--hostname", sandbox.name]  # a pod's hostname is its name
         args += ["--chdir", c.working_dir or "/"]  # a container starts in its WORKDIR, not ours
