@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
-import signal
 import sys
 import time
 from dataclasses import fields, replace
@@ -27,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.node.agent import NodeAgent
-from daemon.node.app import serve_health
+from daemon.node.app import run_until_signalled, serve_health
 from daemon.node.cri import ImageClient
 from daemon.node.metrics import AgentMetrics
 from daemon.node.settings import AgentSettings
@@ -108,17 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sockets = json.loads(Path(a.sockets).read_text())
     ready = Path(a.ready_file) if a.ready_file else None
-    return asyncio.run(_run(base, sockets, a.health_port, ready))
-
-
-async def _run(base: AgentSettings, sockets: dict[str, str], port: int, ready: Path | None) -> int:
-    task = asyncio.create_task(run_agents(base, sockets, port, ready))
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    return 0
+    return asyncio.run(run_until_signalled(run_agents(base, sockets, a.health_port, ready)))
 
 
 if __name__ == "__main__":

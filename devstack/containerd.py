@@ -37,6 +37,7 @@ from pathlib import Path
 import grpc
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
+from devstack.lifecycle import StartStop
 from devstack.ports import free_listen_port
 
 __all__ = ["ContainerdError", "ContainerdHost", "ContainerdSettings", "missing_tools"]
@@ -102,7 +103,7 @@ http:
 """
 
 
-class ContainerdHost:
+class ContainerdHost(StartStop):
     """``async with ContainerdHost() as host``: ``host.socket`` (CRI endpoint) and
     ``host.registry`` (``127.0.0.1:PORT``, plain HTTP) until the block ends."""
 
@@ -126,17 +127,6 @@ class ContainerdHost:
             return (self.root / f"{name}.log").read_text(errors="replace")[-4000:]
         except OSError:
             return ""
-
-    async def __aenter__(self) -> ContainerdHost:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.stop()
 
     async def start(self) -> None:
         if missing := missing_tools():

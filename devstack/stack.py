@@ -30,6 +30,7 @@ import aiohttp
 import yaml
 
 from controller.leader import ElectionSettings
+from devstack.lifecycle import StartStop
 from devstack.manifests import ManifestsError, ManifestsSettings, component_kubeconfigs
 from devstack.manifests import apply_overlay as apply_manifests
 from devstack.ports import free_listen_port
@@ -106,7 +107,7 @@ class StackSettings:
     manifests: bool = False
 
 
-class Stack:
+class Stack(StartStop):
     """``async with Stack(settings) as stack``: ``stack.url`` and ``stack.token`` to use it."""
 
     def __init__(
@@ -130,17 +131,6 @@ class Stack:
         #: with ``settings.manifests``; empty otherwise (the shared service kubeconfigs).
         self.component_kubeconfigs: dict[str, Path] = {}
         self._log_offsets: dict[str, int] = {}
-
-    async def __aenter__(self) -> Stack:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.stop()
 
     # --- start ----------------------------------------------------------------------------
     async def start(self) -> None:

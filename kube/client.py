@@ -109,14 +109,7 @@ class KubeClient(Verbs):
         self._rng = random.Random()
         self._owns_session = True
         # Binds go over a transport of their own (lean.py): a tenth of aiohttp's CPU each.
-        self._lean = LeanPool(
-            self._base,
-            ssl,
-            server_hostname=self._server_hostname,
-            limit=settings.max_connections,
-            connect_timeout=settings.timeouts.connect,
-            user_agent=settings.user_agent,
-        )
+        self._lean = LeanPool.for_client(self._base, ssl, self._server_hostname, settings)
 
     @classmethod
     async def connect(

@@ -45,6 +45,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from kube.errors import SendDeadlinePassed, TransportError
+from kube.settings import ClientSettings
 
 __all__ = ["LeanPool", "LeanResponse"]
 
@@ -216,6 +217,25 @@ class LeanPool:
         self._user_agent = user_agent
         self._slots = asyncio.Semaphore(limit)
         self._idle: list[_Connection] = []
+
+    @classmethod
+    def for_client(
+        cls,
+        base_url: str,
+        ssl: ssl_module.SSLContext | None,
+        server_hostname: str | None,
+        settings: ClientSettings,
+    ) -> LeanPool:
+        """The pool a client of this layer opens (``KubeClient`` for its binds, ``LightClient``
+        for every request): the client's connection limit, connect timeout and User-Agent."""
+        return cls(
+            base_url,
+            ssl,
+            server_hostname=server_hostname,
+            limit=settings.max_connections,
+            connect_timeout=settings.timeouts.connect,
+            user_agent=settings.user_agent,
+        )
 
     async def request(
         self,

@@ -53,13 +53,8 @@ class LightClient(Verbs):
         self._decoder = msgspec.json.Decoder()
         url = urlsplit(credentials.server)
         self._base_path = url.path.rstrip("/")
-        self._pool = LeanPool(
-            credentials.server,
-            credentials.ssl,
-            server_hostname=credentials.tls_server_name,
-            limit=settings.max_connections,
-            connect_timeout=settings.timeouts.connect,
-            user_agent=settings.user_agent,
+        self._pool = LeanPool.for_client(
+            credentials.server, credentials.ssl, credentials.tls_server_name, settings
         )
 
     @classmethod

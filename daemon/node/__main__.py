@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import sys
 from dataclasses import MISSING, fields
 
-from daemon.node.app import AgentProcess
+from daemon.node.app import AgentProcess, run_until_signalled
 from daemon.node.settings import AgentSettings
 
 __all__ = ["main", "parse_settings"]
@@ -54,18 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     if not settings.node_name:
         print("sandman-node-agent: --node-name (or $NODE_NAME) is required", file=sys.stderr)
         return 2
-    return asyncio.run(_run(settings))
-
-
-async def _run(settings: AgentSettings) -> int:
-    process = AgentProcess(settings)
-    task = asyncio.create_task(process.run())
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    return 0
+    return asyncio.run(run_until_signalled(AgentProcess(settings).run()))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ probe) fails in those cases too, and also while an API call is refused (403) —
 cannot fix RBAC, but an unready DaemonSet pod is what an operator sees in ``kubectl get``,
 and its JSON answer names the missing permission: ``{"ready": false, "reason":
 "forbidden", "message": ..., "refused": [{"verb", "group", "resource", "namespace"}]}``.
+
+:func:`run_until_signalled` is the process's shutdown rule — SIGTERM or SIGINT cancels the
+work, whose ``finally`` blocks close what it opened — for ``python -m daemon.node`` and for
+``python -m devstack.agents`` (every simulated node's agent core in one process), so the two
+stop alike.
 """
 
 from __future__ import annotations
@@ -17,9 +22,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from daemon.node.access import Permission
 from daemon.node.agent import NodeAgent
@@ -29,7 +36,7 @@ from daemon.node.settings import AgentSettings
 from kube.light import LightClient
 from kube.settings import ClientSettings
 
-__all__ = ["AgentProcess", "Readiness", "serve_health"]
+__all__ = ["AgentProcess", "Readiness", "run_until_signalled", "serve_health"]
 
 log = logging.getLogger("daemon.node")
 
@@ -97,6 +104,18 @@ class AgentProcess:
                 server.close()
                 await server.wait_closed()
                 await images.close()
+
+
+async def run_until_signalled(work: Coroutine[Any, Any, object]) -> int:
+    """Run ``work`` until it returns or SIGTERM/SIGINT cancels it; the exit code, 0 (an
+    exception of ``work`` propagates)."""
+    task = asyncio.create_task(work)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return 0
 
 
 async def serve_health(

@@ -42,7 +42,7 @@ from devstack.ociimage import ImageSpec, build_and_push
 from devstack.stack import Stack, StackSettings
 from sandman import AsyncSandman
 from simcluster.kubelet.cri_runtime import CriRuntime, CriRuntimeSettings
-from simcluster.kubelet.process import probe_once
+from simcluster.kubelet.probes import probe_once
 from simcluster.kubelet.runtime import Container, Mount, Probe, Sandbox
 from simcluster.network import PodNetwork
 

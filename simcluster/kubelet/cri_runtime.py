@@ -27,12 +27,12 @@ Nodes: one runtime serves every simulated node over the one containerd (a cluste
 its node's range, so the daemons never collide. One image store serves all of them: an image
 the agent of one node pulled is present on every node (a real cluster has a store per node).
 
-Readiness probes are the process runtime's (HTTP GET or TCP connect to the pod IP). Exits are
-noticed by one poller per runtime (``ListContainers`` filtered on ``EXITED`` every
-``poll_interval_s``, then ``ContainerStatus`` for the exit code), so ``exited()`` stays a
-cheap synchronous lookup. Every sandbox carries the label ``simcluster.io/runtime`` with this
-runtime's instance id, so ``close()`` removes all of them, also one whose start a shutdown
-cancelled mid-RPC.
+Readiness probes are the process runtime's (``probes.py``: HTTP GET or TCP connect to the
+pod IP). Exits are noticed by one poller per runtime (``ListContainers`` filtered on
+``EXITED`` every ``poll_interval_s``, then ``ContainerStatus`` for the exit code), so
+``exited()`` stays a cheap synchronous lookup. Every sandbox carries the label
+``simcluster.io/runtime`` with this runtime's instance id, so ``close()`` removes all of
+them, also one whose start a shutdown cancelled mid-RPC.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from pathlib import Path
 import grpc
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
-from simcluster.kubelet.process import probe_once
+from simcluster.kubelet.probes import probe_container
 from simcluster.kubelet.runtime import Container, RuntimeStartError, Sandbox
 
 __all__ = ["CriRuntime", "CriRuntimeSettings"]
@@ -119,12 +119,7 @@ class CriRuntime:
             pod.containers[c.name] = await self._create_and_start(sandbox, c, pod, config)
 
     async def probe(self, sandbox: Sandbox, container: Container) -> bool:
-        if sandbox.virtual:
-            return True
-        p = container.readiness
-        if p is None or not p.port:
-            return True
-        return await probe_once(sandbox.ip, p.port, p.http_path, p.timeout_s)
+        return await probe_container(sandbox, container)
 
     def exited(self, sandbox: Sandbox) -> tuple[str, int] | None:
         return self._exits.get(sandbox.uid)
@@ -197,17 +192,14 @@ class CriRuntime:
             raise RuntimeStartError("ErrImagePull", f"{c.image}: {_details(e)}") from e
 
     def _mounts(self, sandbox: Sandbox, c: Container) -> list[api_pb2.Mount]:
-        out = []
-        for m in c.mounts:
-            source = m.source
-            if source is None:
-                vol = self._pod_dir / sandbox.uid / m.volume
-                vol.mkdir(parents=True, exist_ok=True)
-                source = str(vol)
-            out.append(
-                api_pb2.Mount(container_path=m.target, host_path=source, readonly=m.read_only)
+        return [
+            api_pb2.Mount(
+                container_path=m.target,
+                host_path=m.host_path(self._pod_dir, sandbox.uid),
+                readonly=m.read_only,
             )
-        return out
+            for m in c.mounts
+        ]
 
     async def _create_and_start(
         self, sandbox: Sandbox, c: Container, pod: _Pod, config: api_pb2.PodSandboxConfig

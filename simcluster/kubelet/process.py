@@ -6,7 +6,8 @@ binds to it and is reachable at the pod IP like on a real cluster. Processes run
 bubblewrap where it is installed (read-only root, private /tmp, /proc, /dev, PID/IPC/UTS
 namespaces; the network namespace is shared, which is what makes loopback pod IPs work), and
 in their own process group so stop() can SIGTERM, wait the grace period and SIGKILL the
-whole tree. Readiness probes are real: an HTTP GET (2xx/3xx = ready) or a TCP connect.
+whole tree. Readiness probes are real (``probes.py``): an HTTP GET (2xx/3xx = ready) or a
+TCP connect.
 Output goes to ``<log_dir>/<namespace>_<pod>_<container>.log``.
 """
 
@@ -23,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from simcluster.kubelet.probes import probe_container
 from simcluster.kubelet.runtime import Container, RuntimeStartError, Sandbox
 
-__all__ = ["ProcessRuntime", "ProcessSettings", "probe_once"]
+__all__ = ["ProcessRuntime", "ProcessSettings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,31 +69,6 @@ def _host_tmp_paths(argv0: Sequence[str]) -> list[str]:
     return out
 
 
-async def probe_once(ip: str, port: int, path: str | None, timeout_s: float) -> bool:
-    """One readiness check like the kubelet's prober: HTTP GET or TCP connect."""
-    writer = None
-    try:
-        async with asyncio.timeout(timeout_s):
-            reader, writer = await asyncio.open_connection(ip, port)
-            if path is None:
-                return True
-            request = (
-                f"GET {path} HTTP/1.1\r\nHost: {ip}:{port}\r\n"
-                "User-Agent: kube-probe/1.32\r\nConnection: close\r\n\r\n"
-            )
-            writer.write(request.encode())
-            await writer.drain()
-            status = (await reader.readline()).split()
-            return len(status) >= 2 and 200 <= int(status[1]) < 400
-    except (OSError, TimeoutError, ValueError):
-        return False
-    finally:
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
-
-
 class ProcessRuntime:
     name = "process"
 
@@ -131,11 +108,7 @@ class ProcessRuntime:
         for path in _host_tmp_paths(c.argv[:1]):
             args += ["--ro-bind", path, path]
         for m in c.mounts:
-            source = m.source
-            if source is None:
-                vol = self._pod_dir / sandbox.uid / m.volume
-                vol.mkdir(parents=True, exist_ok=True)
-                source = str(vol)
+            source = m.host_path(self._pod_dir, sandbox.uid)
             args += ["--ro-bind" if m.read_only else "--bind", source, m.target]
         args += ["--hostname", sandbox.name]  # a pod's hostname is its name
         args += ["--chdir", c.working_dir or "/"]  # a container starts in its WORKDIR, not ours
@@ -171,12 +144,7 @@ class ProcessRuntime:
                 raise RuntimeStartError("StartError", f"pod {sandbox.name} stopped while starting")
 
     async def probe(self, sandbox: Sandbox, container: Container) -> bool:
-        if sandbox.virtual:
-            return True
-        p = container.readiness
-        if p is None or not p.port:
-            return True
-        return await probe_once(sandbox.ip, p.port, p.http_path, p.timeout_s)
+        return await probe_container(sandbox, container)
 
     def exited(self, sandbox: Sandbox) -> tuple[str, int] | None:
         for name, proc in self._procs.get(sandbox.uid, []):

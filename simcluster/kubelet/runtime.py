@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from simcluster.errors import SimclusterError
@@ -63,6 +64,16 @@ class Mount:
     target: str
     source: str | None = None
     read_only: bool = False
+
+    def host_path(self, pod_dir: Path, uid: str) -> str:
+        """Where the volume is on this machine: the hostPath, or the pod's emptyDir
+        (``<pod_dir>/<pod uid>/<volume>``, created; the runtime removes ``<pod_dir>/<uid>``
+        with the pod)."""
+        if self.source is not None:
+            return self.source
+        directory = pod_dir / uid / self.volume
+        directory.mkdir(parents=True, exist_ok=True)
+        return str(directory)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from anyio.from_thread import start_blocking_portal
 
-from devstack.stack import Stack, StackSettings
+from devstack.stack import StackSettings
 from tests.support.cri import CriHost, start_cri_host
-from tests.support.stack import RunningStack
+from tests.support.stack import RunningStack, running_stack
 
 
 @pytest.fixture(scope="session")
@@ -50,10 +49,5 @@ def cri_stack(
         delivery={"mode": "host-path", "host_path": str(bundle_root / "current")},
         controller_args=("--terminal-retention", "2"),
     )
-    with start_blocking_portal() as portal:
-        running = Stack(settings)
-        portal.call(running.start)
-        try:
-            yield RunningStack(running, portal, pytestconfig)
-        finally:
-            portal.call(running.stop)
+    with running_stack(settings, pytestconfig) as running:
+        yield running

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anyio.from_thread import start_blocking_portal
 
-from devstack.stack import Stack, StackSettings
-from tests.support.stack import RunningStack
+from devstack.stack import StackSettings
+from tests.support.stack import RunningStack, running_stack
 
 
 @pytest.fixture(scope="module")
@@ -38,13 +37,8 @@ def stack(
         "controller_args": ("--terminal-retention", "2"),
     }
     settings = StackSettings(workdir=workdir, **(defaults | overrides))
-    with start_blocking_portal() as portal:
-        running = Stack(settings)
-        portal.call(running.start)
-        try:
-            yield RunningStack(running, portal, pytestconfig)
-        finally:
-            portal.call(running.stop)
+    with running_stack(settings, pytestconfig) as running:
+        yield running
 
 
 @pytest.fixture

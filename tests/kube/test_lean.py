@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from kube import SendDeadlinePassed, TransportError
+from kube import ClientSettings, SendDeadlinePassed, TransportError
 from kube.lean import LeanPool, _parse
 
 OK = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
@@ -127,6 +127,27 @@ async def test_connections_are_kept_alive_and_reopened_after_close() -> None:
         assert await post(p) == (201, b"{}")
         assert per_connection == [3, 1]
         p.close()
+
+
+@pytest.mark.anyio
+async def test_a_clients_pool_follows_its_settings() -> None:
+    """What both clients open (``LeanPool.for_client``): their User-Agent on every request,
+    at most ``max_connections`` connections (two concurrent requests share the one)."""
+    agents: list[bytes] = []
+
+    def answer(_n: int, request: bytes) -> bytes:
+        agents.append(request.split(b"\r\nUser-Agent: ")[1].split(b"\r\n")[0])
+        return OK
+
+    settings = ClientSettings(max_connections=1, user_agent="sandman-test/1")
+    async with server(answer) as (url, per_connection):
+        p = LeanPool.for_client(url, None, None, settings)
+        try:
+            assert await asyncio.gather(post(p), post(p)) == [(201, b"{}")] * 2
+        finally:
+            p.close()
+    assert agents == [b"sandman-test/1"] * 2
+    assert per_connection == [2]
 
 
 @pytest.mark.anyio

@@ -28,9 +28,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from anyio.from_thread import start_blocking_portal
 
-from devstack.stack import Stack, StackSettings
+from devstack.stack import StackSettings
 from kube import PODS, KubeClient
 from kube.resources import Resource
 from sandman import AsyncSandman
@@ -38,7 +37,7 @@ from tests.support.agents import metric, spawn_agent
 from tests.support.kube import FAST, inject
 from tests.support.kubectl import Kubectl
 from tests.support.manifests import MANIFESTS, render
-from tests.support.stack import RunningStack
+from tests.support.stack import RunningStack, running_stack
 from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
@@ -67,13 +66,8 @@ def stack(
         manifests=True,
         controller_args=("--terminal-retention", "1"),
     )
-    with start_blocking_portal() as portal:
-        running = Stack(settings)
-        portal.call(running.start)
-        try:
-            yield RunningStack(running, portal, pytestconfig)
-        finally:
-            portal.call(running.stop)
+    with running_stack(settings, pytestconfig) as running:
+        yield running
 
 
 @pytest.fixture

