@@ -93,6 +93,7 @@ class Facade:
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
         self.placer: PlacementClient | None = None
+        self.service: SandboxService | None = None
 
     def ready(self) -> bool:
         """Every watch cache synced and none refused (a 403 leaves it stale)."""
@@ -112,7 +113,7 @@ class Facade:
         self._tasks.append(asyncio.create_task(nodes.run(), name="nodes"))
         if s.creation == "pre-placed":
             self.placer = PlacementClient(self.client, s.placement, record=self._record_placement)
-        service = SandboxService(
+        service = self.service = SandboxService(
             self.client,
             self.index,
             self.config.tenants,

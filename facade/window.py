@@ -1,5 +1,6 @@
-"""How many pre-placed creates may be unanswered at once: placements are asked for only
-when their creates can go out.
+"""How many creates may be unanswered at once. Pre-placed: placements are asked for only
+when their creates can go out; unbound (binder mode): no more in flight than the server's
+queue holds, so an overload costs few 429s (facade/service.py, ``unbound_in_flight``).
 
 Why: a placement is good for about a second (kube/placement.py, ``send_by``). The client's
 token bucket runs at its ceiling (1,000/s) while the API server grants ~500/s and answers
@@ -32,6 +33,8 @@ class SendWindow:
             raise ValueError("capacity must be >= 1")
         self.capacity = capacity
         self.in_flight = 0
+        #: The most slots held at once so far (for metrics and tests).
+        self.peak = 0
         self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
 
     @contextlib.asynccontextmanager
@@ -47,6 +50,7 @@ class SendWindow:
     async def _take(self, n: int) -> None:
         if not self._waiters and self.in_flight + n <= self.capacity:
             self.in_flight += n
+            self.peak = max(self.peak, self.in_flight)
             return
         waiter = asyncio.get_running_loop().create_future()
         entry = (n, waiter)
@@ -68,4 +72,5 @@ class SendWindow:
             if waiter.done():
                 continue
             self.in_flight += n
+            self.peak = max(self.peak, self.in_flight)
             waiter.set_result(None)

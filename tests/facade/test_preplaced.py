@@ -168,3 +168,26 @@ async def test_members_whose_placement_ran_out_are_placed_again(tmp_path: Path) 
             assert ran_out > late_twice  # some ran out, and went on a node the second time
         binds = writes_by(cluster, CONTROLLER_USER, resource="pods", subresource="binding")
         assert binds <= late_twice
+
+
+async def test_binder_mode_creates_are_bounded_in_flight(
+    cluster: EmbeddedCluster, leader: Controller, tmp_path: Path
+) -> None:
+    """Unbound creates go through a window too (about what the server's queue holds): 10
+    batches of 2 sent at once with room for 4 are never more than 4 in flight, and all
+    are created."""
+    settings = FacadeSettings(
+        port=0,
+        client=FAST,
+        creation="binder",
+        placement=LEASE,
+        service=ServiceSettings(unbound_in_flight=4),
+    )
+    async with live_facade(cluster.kubeconfig, settings, tmp_path) as live:
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(10):
+                tg.create_task(batch(live, 2))
+        assert creates(live, "unbound") == 20
+        assert live.facade.service is not None
+        window = live.facade.service.unbound_window
+        assert window.peak == 4 and window.in_flight == 0
