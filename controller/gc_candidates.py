@@ -64,9 +64,7 @@ class Candidates:
         self._heap: list[tuple[float, str]] = []
         self._due: set[str] = set()  # uids whose deadline passed
         view.bound.add_handler(
-            Handlers(
-                add=self._bound, update=lambda _old, new: self._bound(new), delete=self._unbound
-            )
+            Handlers(add=self._bound, update=self._bound_updated, delete=self._unbound)
         )
         view.pending.add_handler(
             Handlers(
@@ -94,6 +92,25 @@ class Candidates:
         else:
             self._terminal.discard(uid)
         self._reschedule(uid)
+
+    def _bound_updated(self, old: Obj, new: Obj) -> None:
+        """The common event of a burst (a bound sandbox's status moved): no more than the
+        phase to look at, unless its node, its expiry or its pending twin says otherwise."""
+        uid = new["metadata"]["uid"]
+        if (
+            uid not in self.bound
+            or uid in self.pending
+            or old["spec"].get("nodeName") != new["spec"].get("nodeName")
+            or (old["metadata"].get("annotations") or {}).get(self._expires)
+            != (new["metadata"].get("annotations") or {}).get(self._expires)
+        ):
+            self._bound(new)
+            return
+        self.bound[uid] = new
+        if (new.get("status") or {}).get("phase") in _TERMINAL:
+            self._terminal.add(uid)
+        else:
+            self._terminal.discard(uid)
 
     def _unbound(self, pod: Obj) -> None:
         uid = pod["metadata"]["uid"]
