@@ -14,7 +14,6 @@ facade's pre-placed creates (controller/placement.py), its URL on the election L
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import socket
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from controller.binder import Binder, BinderSettings
+from controller.freezer import Freezer, FreezerSettings
 from controller.gc import GarbageCollector, GCSettings
 from controller.leader import ElectionSettings, LeaderElector
 from controller.metrics import ControllerMetrics
@@ -66,9 +66,12 @@ class ControllerSettings:
     advertise_url: str = ""
     progress_interval_s: float = 10.0
     #: Move everything alive after the initial lists (caches of every pod and node) out of
-    #: the cyclic garbage collector's reach (``gc.freeze``): otherwise each full collection
-    #: walks every cached object, ~20% of the controller's CPU during a 12,000-pod burst.
+    #: the cyclic garbage collector's reach (``gc.freeze``), and the survivors of every full
+    #: collection after them (controller/freezer.py): otherwise each full collection walks
+    #: every cached object, ~20% of the controller's CPU during a 12,000-pod burst, and a
+    #: share per bind that grows with the pods cached.
     freeze_after_sync: bool = True
+    freezer: FreezerSettings = field(default_factory=FreezerSettings)
 
 
 class Controller:
@@ -84,6 +87,7 @@ class Controller:
         self.replacer: Replacer | None = None
         self.preparer: Preparer | None = None
         self.placement: PlacementService | None = None
+        self.freezer = Freezer(settings.freezer)
         self._stopping = asyncio.Event()
 
     def stop(self) -> None:
@@ -160,6 +164,7 @@ class Controller:
                     for t in tasks:
                         t.cancel()
             finally:
+                self.freezer.stop()
                 await runner.cleanup()
 
     async def _lead(self) -> None:
@@ -192,9 +197,8 @@ class Controller:
     async def _freeze_after_sync(self) -> None:
         assert self.view is not None
         await self.view.wait_synced()
-        gc.collect()  # what is garbage now should not be kept forever
-        gc.freeze()
-        log.info("caches synced: %d objects frozen out of the cyclic GC", gc.get_freeze_count())
+        frozen = self.freezer.start()
+        log.info("caches synced: %d objects frozen out of the cyclic GC", frozen)
 
     async def _progress(self) -> None:
         while True:

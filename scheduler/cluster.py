@@ -15,6 +15,7 @@ allocatable minus (actual + assumed), the invariant the planner relies on.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from scheduler.kube import Decoder
 from scheduler.ledger import AssumedLedger, Reservation
 from scheduler.model import NodeInfo, Pod, Resources
 
-__all__ = ["ClusterModel", "NodeUsage", "UsageSnapshot"]
+__all__ = ["ClusterModel", "IncomingState", "NodeUsage", "UsageSnapshot"]
 
 
 class NodeUsage:
@@ -92,6 +93,11 @@ class _Either(Collection[str]):
         return len(self._a | self._b)
 
 
+#: Expected pulls as :meth:`ClusterModel.incoming_state` copies them: by node, by image,
+#: the expiry heap and its compaction mark.
+IncomingState = tuple[
+    dict[str, dict[str, float]], dict[str, set[str]], list[tuple[float, str, str]], int
+]
 # What the model remembers of a counted pod: (node, requests, starting).
 _Held = tuple[str, Resources, bool]
 
@@ -118,6 +124,14 @@ class ClusterModel:
         self.incoming: dict[str, dict[str, float]] = {}
         #: The same, by image: image -> nodes.
         self.incoming_nodes: dict[str, set[str]] = {}
+        #: (until, node, image) of every noted pull, earliest first, so expiry looks at the
+        #: due ones only (scanning every node each second was O(nodes) per second, which a
+        #: burst lasting longer the bigger it is turns into more than O(1) per pod). An entry
+        #: counts while ``incoming`` still holds that ``until``; stale ones are skipped.
+        self._incoming_due: list[tuple[float, str, str]] = []
+        self._incoming_compact_at = 1024
+        #: Entries the last expiry looked at (tests, profiles).
+        self.incoming_examined = 0
 
     # -- nodes -------------------------------------------------------------------------
     def upsert_node(self, node: NodeInfo | Mapping[str, Any]) -> NodeInfo:
@@ -152,22 +166,47 @@ class ClusterModel:
         """A pod placed on ``node`` will pull ``image`` (absent there now), until ``until``."""
         self.incoming.setdefault(node, {})[image] = until
         self.incoming_nodes.setdefault(image, set()).add(node)
+        heapq.heappush(self._incoming_due, (until, node, image))
+        if len(self._incoming_due) > self._incoming_compact_at:
+            self._incoming_due = [
+                (t, n, i) for n, images in self.incoming.items() for i, t in images.items()
+            ]
+            heapq.heapify(self._incoming_due)
+            self._incoming_compact_at = max(1024, 2 * len(self._incoming_due))
+
+    def incoming_state(self) -> IncomingState:
+        """A copy of the expected pulls, for :meth:`restore_incoming` (a dry run's undo)."""
+        return (
+            {node: dict(images) for node, images in self.incoming.items()},
+            {image: set(nodes) for image, nodes in self.incoming_nodes.items()},
+            list(self._incoming_due),
+            self._incoming_compact_at,
+        )
+
+    def restore_incoming(self, state: IncomingState) -> None:
+        self.incoming, self.incoming_nodes, self._incoming_due, self._incoming_compact_at = state
 
     def pulls_pending(self, node: str) -> int:
         """Distinct images pods placed on ``node`` are (probably) pulling."""
         return len(self.incoming.get(node, ()))
 
     def _expire_incoming(self, now: float) -> None:
-        for node, images in list(self.incoming.items()):
-            for image in [i for i, until in images.items() if until <= now]:
-                del images[image]
-                nodes = self.incoming_nodes.get(image)
-                if nodes is not None:
-                    nodes.discard(node)
-                    if not nodes:
-                        del self.incoming_nodes[image]
+        heap, examined = self._incoming_due, 0
+        while heap and heap[0][0] <= now:
+            until, node, image = heapq.heappop(heap)
+            examined += 1
+            images = self.incoming.get(node)
+            if images is None or images.get(image) != until:
+                continue  # noted again later, node gone, or a dry run's (engine.plan)
+            del images[image]
+            nodes = self.incoming_nodes.get(image)
+            if nodes is not None:
+                nodes.discard(node)
+                if not nodes:
+                    del self.incoming_nodes[image]
             if not images:
                 del self.incoming[node]
+        self.incoming_examined = examined
 
     def images_on(self, node: NodeInfo) -> Collection[str]:
         """Images present (node.status.images) or prepared (node agent) on ``node``."""

@@ -86,13 +86,12 @@ class Scheduler:
         """
         gangs = self.gangs if reserve else self.gangs.copy()
         if not reserve:  # a dry run leaves no expected pulls behind either
-            incoming = {node: dict(images) for node, images in self.model.incoming.items()}
-            by_image = {image: set(nodes) for image, nodes in self.model.incoming_nodes.items()}
+            incoming = self.model.incoming_state()
         result = plan_batch(self.model, self.settings, pending, now, self._table, gangs)
         if not reserve:
             for assignment in result.assignments:
                 self.model.forget(assignment.uid)
-            self.model.incoming, self.model.incoming_nodes = incoming, by_image
+            self.model.restore_incoming(incoming)
         return result
 
     def finish_binding(self, uids: Iterable[str], now: float) -> int:

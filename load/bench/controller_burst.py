@@ -28,7 +28,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import re
+import shutil
+import signal
 import sys
 import time
 
@@ -125,6 +129,47 @@ async def _planning(health_port: int) -> tuple[float, float]:
     return float(sums["sandman_plan_duration_seconds_sum"]), planned
 
 
+async def _window_start(a: argparse.Namespace, pid: int) -> asyncio.subprocess.Process | None:
+    """At the first bind: the GC probe's first snapshot; py-spy attached (sampling only the
+    window, in its own process: its CPU is not the controller's)."""
+    if a.gc_stats:
+        os.kill(pid, signal.SIGUSR1)
+    if not a.py_spy:
+        return None
+    spy = shutil.which("py-spy", path=os.path.dirname(sys.executable))
+    if spy is None:
+        raise SystemExit("--py-spy: py-spy is not installed in this virtualenv")
+    return await asyncio.create_subprocess_exec(
+        spy, "record", "--pid", str(pid), "--rate", "50", "--nonblocking",
+        "--format", "raw", "--output", a.py_spy,
+        stdout=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+async def _window_end(
+    a: argparse.Namespace, pid: int, spy: asyncio.subprocess.Process | None
+) -> None:
+    if a.gc_stats:
+        os.kill(pid, signal.SIGUSR1)
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its samples and exits
+        await spy.wait()
+
+
+def _gc_report(path: str, pods: int) -> str:
+    """The cyclic GC's work between the probe's two snapshots (load/bench/gc_probe.py)."""
+    with open(path, encoding="utf-8") as f:
+        first, last = (json.loads(line) for line in f.read().splitlines()[-2:])
+    lines = [f"cyclic GC in the window ({last['frozen']} objects frozen):"]
+    for gen in range(3):
+        n = last["collections"][gen] - first["collections"][gen]
+        sec = last["seconds"][gen] - first["seconds"][gen]
+        lines.append(
+            f"  gen{gen}: {n} collections, {sec:.2f} s = {sec / pods * 1000:.3f} s per 1,000 binds"
+        )
+    return "\n".join(lines)
+
+
 async def _run(a: argparse.Namespace) -> None:
     settings = ClusterSettings(
         server=ServerSettings(),
@@ -139,7 +184,9 @@ async def _run(a: argparse.Namespace) -> None:
         async with await KubeClient.connect(admin, kubeconfig=str(cluster.kubeconfig)) as c:
             await _create(c, a.pods)
             _say("starting the controller process")
-            profile = ("-m", "cProfile", "-o", a.profile) if a.profile else ()
+            profile: tuple[str, ...] = ("-m", "cProfile", "-o", a.profile) if a.profile else ()
+            if a.gc_stats:
+                profile = ("-m", "load.bench.gc_probe", a.gc_stats)
             health_port = free_port()
             proc = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -159,6 +206,10 @@ async def _run(a: argparse.Namespace) -> None:
                 "5",
                 "--log-level",
                 "WARNING",
+                # A 50,000-pod burst on simcluster outlasts the 600 s default: its last pods
+                # would be collected as stuck Pending and never counted bound.
+                "--pending-deadline",
+                "3600",
             )
             ps = psutil.Process(proc.pid)
             try:
@@ -167,6 +218,7 @@ async def _run(a: argparse.Namespace) -> None:
                 start_cpu = ps.cpu_times()
                 start = time.perf_counter()
                 rss_first_bind = ps.memory_info().rss
+                spy = await _window_start(a, proc.pid)
                 last = 0.0
                 while (n := _writes(cluster, binds_only=True)) < a.pods:
                     await asyncio.sleep(0.05)
@@ -175,6 +227,7 @@ async def _run(a: argparse.Namespace) -> None:
                         _say(f"bound {n:.0f}/{a.pods}")
                 wall = time.perf_counter() - start
                 end_cpu = ps.cpu_times()
+                await _window_end(a, proc.pid, spy)
                 rss = ps.memory_info().rss
                 plan_s, planned = await _planning(health_port)
             finally:
@@ -194,6 +247,8 @@ async def _run(a: argparse.Namespace) -> None:
     per_placement_us = plan_s / planned * 1e6
     print(f"planning: {plan_s:.2f} s for {planned:.0f} pods = {per_placement_us:.1f} us each")
     print(f"controller RSS at the first bind: {rss_first_bind / 2**20:.0f} MiB")
+    if a.gc_stats:
+        print(_gc_report(a.gc_stats, a.pods))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,6 +256,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pods", type=int, default=12_000)
     p.add_argument("--nodes", type=int, default=400)
     p.add_argument("--profile", help="write a cProfile of the controller process here")
+    p.add_argument(
+        "--gc-stats",
+        metavar="FILE",
+        help="run the controller under load/bench/gc_probe.py (snapshots to FILE) and "
+        "report the cyclic GC's collections and seconds in the bind window",
+    )
+    p.add_argument(
+        "--py-spy",
+        metavar="FILE",
+        help="sample the controller with py-spy over the bind window (collapsed stacks)",
+    )
     asyncio.run(_run(p.parse_args(argv)))
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_bench_runs_and_prints_its_table() -> None:
@@ -22,9 +23,11 @@ def test_bench_runs_and_prints_its_table() -> None:
     assert "binds: binding 120 pods" in out.stderr
 
 
-def test_burst_bench_runs_and_prints_its_figures() -> None:
+def test_burst_bench_runs_and_prints_its_figures(tmp_path: Path) -> None:
+    gc_stats = tmp_path / "gc.jsonl"
+    argv = ["--pods", "100", "--nodes", "5", "--gc-stats", str(gc_stats)]
     out = subprocess.run(
-        [sys.executable, "-m", "load.bench.controller_burst", "--pods", "100", "--nodes", "5"],
+        [sys.executable, "-m", "load.bench.controller_burst", *argv],
         capture_output=True,
         text=True,
         timeout=50,
@@ -37,3 +40,7 @@ def test_burst_bench_runs_and_prints_its_figures() -> None:
     assert lines[4] == "API writes by the controller: 100 = 1.00 per sandbox"
     assert lines[6].startswith("planning: ") and lines[6].endswith(" us each")
     assert lines[7].startswith("controller RSS at the first bind: ")
+    # --gc-stats: the controller ran under load/bench/gc_probe.py, snapshots at both ends
+    assert lines[8].startswith("cyclic GC in the window (")
+    assert [ln.split(":")[0].strip() for ln in lines[9:12]] == ["gen0", "gen1", "gen2"]
+    assert len(gc_stats.read_text().splitlines()) == 2

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import pytest
+
 from scheduler import Scheduler, SchedulerSettings
 from tests.support.pods import node_json, pod_json
 
@@ -55,6 +57,44 @@ def test_an_expected_pull_expires() -> None:
     s = cluster(10, SchedulerSettings(incoming_ttl_s=5.0))
     s.plan([pod_json("a", image="registry.local/big:1")], now=0.0)
     s.expire(10.0)
+    assert s.model.incoming == {} and s.model.incoming_nodes == {}
+
+
+@pytest.mark.parametrize("nodes", [10, 400])
+def test_expiry_looks_at_the_due_pulls_only(nodes: int) -> None:
+    """The binder expires every second: that must not cost a walk over every node's pulls
+    (issue 16 part 5: O(nodes) a second, over a burst that lasts longer the bigger it is)."""
+    s = cluster(nodes)
+    big = "docker.io/library/big:1"
+    for i in range(nodes):
+        s.model.note_incoming(f"n{i}", big, until=100.0 + i)
+    s.expire(50.0)
+    assert s.model.incoming_examined == 0 and len(s.model.incoming) == nodes
+    s.model.note_incoming("n1", big, until=1000.0)  # noted again: the later time counts
+    s.expire(101.5)
+    assert s.model.incoming_examined == 2
+    assert "n0" not in s.model.incoming and s.model.incoming["n1"] == {big: 1000.0}
+    assert len(s.model.incoming_nodes[big]) == nodes - 1
+    s.delete_node("n2")
+    s.expire(100.0 + nodes)
+    assert s.model.incoming == {"n1": {big: 1000.0}} and s.model.incoming_nodes == {big: {"n1"}}
+    s.expire(1000.0)
+    assert s.model.incoming == {} and s.model.incoming_nodes == {}
+
+
+def test_an_undone_dry_run_leaves_expiry_as_it_was() -> None:
+    """A dry run (``plan(reserve=False)``) undoes its expected pulls with the model's
+    incoming_state/restore_incoming: the expiry heap too, even if the run compacted it."""
+    s = cluster(1, SchedulerSettings(incoming_ttl_s=5.0))
+    big = "registry.local/big:1"
+    s.plan([pod_json("a", image=big)], now=0.0)
+    state = s.model.incoming_state()
+    s.model.note_incoming("n0", big, until=6.0)  # what the dry run notes...
+    for i in range(1500):  # ...enough to compact the heap
+        s.model.note_incoming("n0", f"registry.local/dry-{i}:1", until=6.0)
+    s.model.restore_incoming(state)
+    assert s.model.incoming == {"n0": {big: 5.0}}
+    s.expire(5.0)  # the pull noted before the dry run still expires on time
     assert s.model.incoming == {} and s.model.incoming_nodes == {}
 
 
