@@ -21,10 +21,11 @@ placements, no room — leaves the pod to be created unbound, as before.
 **Never overcommit.** A placement is good for ``valid_for_s`` (the leader's answer): the
 facade must *send* the create within that time after it asked (:meth:`KubeClient.request`'s
 ``send_by``), or ask again (the leader answers a pod it still holds a reservation for with
-the same node) or create the pod unbound (facade/preplace.py). A new leader serves placements (and binds) only
-after ``valid_for_s`` plus a margin have passed since it took over: by then every create an
-old leader's placement allowed has been sent and, the API server answering in milliseconds,
-is in the new leader's watch (docs/controller.md, "Pre-placed creation").
+the same node) or create the pod unbound (facade/preplace.py). A new leader serves
+placements (and binds) only after ``valid_for_s`` plus a margin have passed since its
+predecessor stopped answering: by then every create an old leader's placement allowed has
+been sent and, the API server answering in milliseconds, is in the new leader's watch
+(docs/controller.md, "Pre-placed creation").
 """
 
 from __future__ import annotations
