@@ -7,8 +7,8 @@ the point of pre-placed creation is one write per sandbox. A placement runs out 
 create could not be *sent* within the leader's ``valid_for_s`` (a slow first create of the
 batch, a loaded machine): the 371 of 11,858 creates that ran out in one reference burst
 (BENCHMARKS.md, issue 16) each cost a bind. Asking again costs one internal call for all of
-a batch's late members and no API write; the leader's ledger holds the first placement's
-capacity until its reservation expires (too much for a while, never too little), and a
+a batch's late members (or for a single create) and no API write; the leader answers a pod
+it still holds a reservation for with the same node, so the capacity is taken once, and a
 create that is late twice goes unbound as before.
 
 The send window (facade/window.py) is held around the asks and the sends, and a batch's

@@ -146,8 +146,12 @@ class SandboxService:
             async with self.unbound_window.hold(1):
                 return await self._create_pod(tenant, pod)
         async with self.fast.sending(1):
-            placements = await self.fast.place(tenant.namespace, {0: pod})
-            return await self._create_pod(tenant, pod, placements.get(sid), fast=True)
+            placed = await self.fast.place(tenant.namespace, {0: pod})
+            try:
+                return await self._create_pod(tenant, pod, placed.get(sid), fast=True, last=False)
+            except PlacementRanOut:  # asked for once more, then unbound
+                again = await self.fast.place(tenant.namespace, {0: pod})
+                return await self._create_pod(tenant, pod, again.get(sid), fast=True)
 
     async def create_batch(
         self, tenant: Tenant, batch: CreateBatch, key: str | None

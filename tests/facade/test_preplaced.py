@@ -191,3 +191,38 @@ async def test_binder_mode_creates_are_bounded_in_flight(
         assert live.facade.service is not None
         window = live.facade.service.unbound_window
         assert window.peak == 4 and window.in_flight == 0
+
+
+async def test_a_single_create_whose_placement_ran_out_is_placed_again(tmp_path: Path) -> None:
+    """As for a batch's members: 12 single creates at once through 6 connections, the
+    server admitting 10/s, placements of 0.25 s; the ones that missed are asked for once
+    more before any goes unbound."""
+    flow = {
+        "levels": {"slow": {"mutating": {"rate": 10, "burst": 1}, "max_queue_wait_s": 10}},
+        "schemas": [{"name": "facade", "level": "slow", "users": ["admin"], "precedence": 1}],
+    }
+    base = cluster_of(2, cpu="16", foreign=0.0)
+    settings = dataclasses.replace(base, server=dataclasses.replace(base.server, flowcontrol=flow))
+    facade = FacadeSettings(
+        port=0,
+        client=dataclasses.replace(FAST, max_connections=6),
+        placement=dataclasses.replace(LEASE, max_valid_for_s=0.25),
+    )
+    with EmbeddedCluster(settings) as cluster:
+        async with (
+            placing_controller(cluster, "a") as leader,
+            live_facade(cluster.kubeconfig, facade, tmp_path) as live,
+        ):
+            await wait_until_async(lambda: serving(leader), timeout_s=10)
+
+            async def one() -> None:
+                async with live.http.post("/v1/sandboxes", json=SPEC) as r:
+                    assert r.status == 201, await r.text()
+
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(12):
+                    tg.create_task(one())
+            ran_out = live.facade.metrics.placements_ran_out._value.get()
+            late_twice = creates(live, "unbound-late")
+            assert creates(live, "pre-placed") + late_twice == 12
+            assert ran_out > late_twice
