@@ -7,6 +7,7 @@ members whose placement ran out are asked for once more (the same node)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -138,12 +139,12 @@ async def test_batches_behind_a_queueing_server_ask_only_when_they_can_be_sent(
             assert (creates(live, "pre-placed"), creates(live, "unbound-late")) == (40, 0)
 
 
-async def test_members_whose_placement_ran_out_are_placed_again(tmp_path: Path) -> None:
-    """The server admits the facade's writes at 10/s and the facade has 6 connections (its
-    watches use others): of a batch of 12, the creates still waiting for a connection when
-    their placement (0.25 s) runs out are not sent. They are asked for once more, all in
-    one call, and then go on their nodes; only a create late twice is created unbound (one
-    write saved for each of the others)."""
+@contextlib.asynccontextmanager
+async def slow_server_facade(tmp_path: Path) -> AsyncIterator[tuple[EmbeddedCluster, LiveFacade]]:
+    """A server that admits the facade's writes at 10/s (queueing the rest, no 429), a
+    leader, and a facade with 6 connections (its watches use others) and 0.25 s placements:
+    of 12 creates at once, those still waiting for a connection when their placement runs
+    out are not sent."""
     flow = {
         "levels": {"slow": {"mutating": {"rate": 10, "burst": 1}, "max_queue_wait_s": 10}},
         "schemas": [{"name": "facade", "level": "slow", "users": ["admin"], "precedence": 1}],
@@ -161,11 +162,26 @@ async def test_members_whose_placement_ran_out_are_placed_again(tmp_path: Path) 
             live_facade(cluster.kubeconfig, facade, tmp_path) as live,
         ):
             await wait_until_async(lambda: serving(leader), timeout_s=10)
-            await batch(live, 12)
-            ran_out = live.facade.metrics.placements_ran_out._value.get()
-            late_twice = creates(live, "unbound-late")
-            assert creates(live, "pre-placed") + late_twice == 12
-            assert ran_out > late_twice  # some ran out, and went on a node the second time
+            yield cluster, live
+
+
+def assert_placed_again(live: LiveFacade, n: int) -> float:
+    """Every create pre-placed or late twice, and some that ran out placed the second time;
+    returns the creates that went unbound after missing twice."""
+    ran_out = live.facade.metrics.placements_ran_out._value.get()
+    late_twice = creates(live, "unbound-late")
+    assert creates(live, "pre-placed") + late_twice == n
+    assert ran_out > late_twice  # some ran out, and went on a node the second time
+    return late_twice
+
+
+async def test_members_whose_placement_ran_out_are_placed_again(tmp_path: Path) -> None:
+    """Of a batch of 12 (slow_server_facade), the members that missed their placement are
+    asked for once more, all in one call, and then go on their nodes; only a create late
+    twice is created unbound (one write saved for each of the others)."""
+    async with slow_server_facade(tmp_path) as (cluster, live):
+        await batch(live, 12)
+        late_twice = assert_placed_again(live, 12)
         binds = writes_by(cluster, CONTROLLER_USER, resource="pods", subresource="binding")
         assert binds <= late_twice
 
@@ -194,35 +210,15 @@ async def test_binder_mode_creates_are_bounded_in_flight(
 
 
 async def test_a_single_create_whose_placement_ran_out_is_placed_again(tmp_path: Path) -> None:
-    """As for a batch's members: 12 single creates at once through 6 connections, the
-    server admitting 10/s, placements of 0.25 s; the ones that missed are asked for once
-    more before any goes unbound."""
-    flow = {
-        "levels": {"slow": {"mutating": {"rate": 10, "burst": 1}, "max_queue_wait_s": 10}},
-        "schemas": [{"name": "facade", "level": "slow", "users": ["admin"], "precedence": 1}],
-    }
-    base = cluster_of(2, cpu="16", foreign=0.0)
-    settings = dataclasses.replace(base, server=dataclasses.replace(base.server, flowcontrol=flow))
-    facade = FacadeSettings(
-        port=0,
-        client=dataclasses.replace(FAST, max_connections=6),
-        placement=dataclasses.replace(LEASE, max_valid_for_s=0.25),
-    )
-    with EmbeddedCluster(settings) as cluster:
-        async with (
-            placing_controller(cluster, "a") as leader,
-            live_facade(cluster.kubeconfig, facade, tmp_path) as live,
-        ):
-            await wait_until_async(lambda: serving(leader), timeout_s=10)
+    """As for a batch's members: 12 single creates at once (slow_server_facade); the ones
+    that missed are asked for once more before any goes unbound."""
+    async with slow_server_facade(tmp_path) as (_, live):
 
-            async def one() -> None:
-                async with live.http.post("/v1/sandboxes", json=SPEC) as r:
-                    assert r.status == 201, await r.text()
+        async def one() -> None:
+            async with live.http.post("/v1/sandboxes", json=SPEC) as r:
+                assert r.status == 201, await r.text()
 
-            async with asyncio.TaskGroup() as tg:
-                for _ in range(12):
-                    tg.create_task(one())
-            ran_out = live.facade.metrics.placements_ran_out._value.get()
-            late_twice = creates(live, "unbound-late")
-            assert creates(live, "pre-placed") + late_twice == 12
-            assert ran_out > late_twice
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(12):
+                tg.create_task(one())
+        assert_placed_again(live, 12)
