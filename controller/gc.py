@@ -118,7 +118,9 @@ class GarbageCollector:
         message = f"{n} sandboxes of owner {owner}"
         if preps:
             message += f" and {preps} image preparations"
-        await self._event(lease, "owner-expired", message)
+        await self._event(
+            lease, "owner-expired", message, kind="Lease", api_version="coordination.k8s.io/v1"
+        )
 
     # --- what to delete -----------------------------------------------------------------
     def _ours(self, pod: Obj) -> bool:
@@ -207,15 +209,19 @@ class GarbageCollector:
         log.info("gc: deleted %s/%s (%s)", ns, name, reason)
         await self._event(pod, reason)
 
-    async def _event(self, obj: Obj, reason: str, what: str = "") -> None:
+    async def _event(
+        self, obj: Obj, reason: str, what: str = "", *, kind: str = "Pod", api_version: str = "v1"
+    ) -> None:
+        """A ``SandboxDeleted`` Event on ``obj``, of ``kind`` (given, not read from ``obj``:
+        the items of a list response carry no ``kind``, so a Lease from the informer's first
+        list would be named a Pod, and the facade would miss the owner's expiry)."""
         meta = obj["metadata"]
-        kind = obj.get("kind") or "Pod"
         message = f"deleted by the sandbox garbage collector: {reason}"
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
             "involvedObject": {
-                "apiVersion": obj.get("apiVersion") or "v1",
+                "apiVersion": api_version,
                 "kind": kind,
                 "namespace": meta["namespace"],
                 "name": meta["name"],
