@@ -67,6 +67,10 @@ class ListOptions:
     resource_version_match: str | None = None
 
 
+#: What a listed item leaves out.
+_TYPE_META = frozenset({"kind", "apiVersion"})
+
+
 def _copy(obj: Obj) -> Obj:
     return msgspec.json.decode(msgspec.json.encode(obj))
 
@@ -273,7 +277,9 @@ class ApiCore:
             "kind": f"{rt.kind}List",
             "apiVersion": rt.api_version,
             "metadata": meta,
-            "items": items,
+            # As upstream: the items carry no kind or apiVersion (kubernetes/kubernetes#3030),
+            # so a client that reads them from a listed object fails here as it would there.
+            "items": [{k: v for k, v in o.items() if k not in _TYPE_META} for o in items],
         }
 
     def _list_revision(self, opts: ListOptions) -> tuple[int | None, str]:

@@ -193,3 +193,19 @@ def test_a_watch_from_a_future_version_waits_for_it(http: httpx.Client, cms: str
             _create(http, cms, name)
         events = [json.loads(line) for line in r.iter_lines() if line]
     assert [e["object"]["metadata"]["name"] for e in events] == ["d"]
+
+
+def test_listed_items_carry_no_type_meta(http: httpx.Client, cms: str) -> None:
+    """As upstream (kubernetes/kubernetes#3030): the list has ``kind``/``apiVersion``, its
+    items do not; a GET and a watch event's object do."""
+    _create(http, cms, "typed")
+    listing = http.get(cms).json()
+    assert (listing["kind"], listing["apiVersion"]) == ("ConfigMapList", "v1")
+    assert [set(item) & {"kind", "apiVersion"} for item in listing["items"]] == [set()]
+    got = http.get(f"{cms}/typed").json()
+    assert (got["kind"], got["apiVersion"]) == ("ConfigMap", "v1")
+    rv = listing["metadata"]["resourceVersion"]
+    _create(http, cms, "watched")
+    with http.stream("GET", cms, params={"watch": "true", "resourceVersion": rv}) as stream:
+        first = json.loads(next(stream.iter_lines()))
+    assert first["object"]["kind"] == "ConfigMap"
