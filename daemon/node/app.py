@@ -74,15 +74,19 @@ class AgentProcess:
         return True, "ok"
 
     def readiness(self) -> Readiness:
+        """A held refusal wins over ``starting`` and ``runtime_unreachable``: it is the
+        cause an operator can act on, and a plan read refused at start comes before the
+        first reconcile (the runtime's state is then appended to the message)."""
         ok, text = self.healthy()
         agent = self.agent
+        refused = agent.client.refused if agent is not None else {}
+        if refused:
+            listed = "; ".join(f"{p}: {message}" for p, message in refused.items())
+            also = "" if ok else f"; and: {text}"
+            return Readiness(False, "forbidden", f"forbidden (403): {listed}{also}", tuple(refused))
         if agent is None or not ok:
             started = agent is not None and agent.reconciles > 0
             return Readiness(False, "runtime_unreachable" if started else "starting", text)
-        refused = agent.client.refused
-        if refused:
-            listed = "; ".join(f"{p}: {message}" for p, message in refused.items())
-            return Readiness(False, "forbidden", f"forbidden (403): {listed}", tuple(refused))
         return Readiness(True, "ok", "ok")
 
     async def run(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,14 @@ from kube.preparation import ANNOTATION_PREPARE, ANNOTATION_READY
 from kube.resources import LEASES, Resource
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
-from tests.support.agents import AGENT_NS, AgentRun, agent_cluster, metric, run_agent
+from tests.support.agents import (
+    AGENT_NS,
+    AgentRun,
+    agent_cluster,
+    metric,
+    run_agent,
+    spawn_agent,
+)
 from tests.support.manifests import MANIFESTS
 from tests.support.wait import wait_until, wait_until_async
 
@@ -167,3 +175,30 @@ async def test_a_refused_plan_read_fails_readiness_until_the_watch_is_back(
             )
 
         await wait_until_async(pulled, timeout_s=15, what="the plan read and pulled")
+
+
+async def test_a_plan_read_refused_before_the_runtime_answers_reads_forbidden(
+    cluster: EmbeddedCluster, api: LightClient, tmp_path: Path
+) -> None:
+    """The refusal wins over ``starting``: here the runtime's socket takes the connection
+    and never answers, so the first reconcile waits out its 10 s deadline while the plan's
+    list is refused (CI once read ``starting`` in that window, with a slow runtime)."""
+    permission = "list on leases.coordination.k8s.io in namespace sandman-system"
+    await _grant_all_but(api, LEASE_ROLE, "list")
+    assert cluster.cluster is not None
+    kubeconfig = Path(cluster.cluster.kubeconfigs["node-agent"])
+    with socket.socket(socket.AF_UNIX) as silent:
+        silent.bind(str(tmp_path / "silent.sock"))
+        silent.listen(8)  # connects land in the backlog; nothing is ever accepted or said
+        with spawn_agent(
+            kubeconfig, str(tmp_path / "silent.sock"), "node-0", *FLAGS, workdir=tmp_path
+        ) as agent:
+            wait_until(
+                lambda: metric(agent.metrics(), REQUESTS, verb="list", code="403") >= 1,
+                timeout_s=20, retry=(OSError,), what="the refused list",
+            )  # fmt: skip
+            status, answer = agent.readyz()
+            assert (status, answer["reason"]) == (503, "forbidden"), answer
+            assert permission in answer["message"]
+            assert answer["message"].endswith("; and: starting"), answer
+            assert agent.healthz() == 503  # no reconcile yet: liveness waits for the runtime
