@@ -47,7 +47,7 @@ imports: $(STAMP)
 
 # Two workers, one test file per worker at a time (a module's stack fixture is set up once):
 # most tests wait on real processes and sockets, so on the 2-core CI machine the suite took
-# 643 s with two workers against 984 s serially (2026-12-01, BENCHMARKS.md "Test suite").
+# 643 s with two workers against 984 s serially (2026-12-01, docs/benchmarks/test-suite.md).
 PYTEST_WORKERS ?= 2
 pytest: $(STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)

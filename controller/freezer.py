@@ -7,7 +7,8 @@ collection when the objects promoted into the oldest generation since the last o
 quarter of those that survived it, and the short-lived trees of a burst are promoted in
 numbers; so full collections come at a pace set by the event rate, each walking every live
 cached object. That is O(pods) per bind: measured at 0.079 s per 1,000 binds at 12,000
-sandboxes, 0.136 s at 50,000 (BENCHMARKS.md, "Scale beyond the reference").
+sandboxes, 0.136 s at 50,000 (docs/benchmarks/controller.md,
+"Scale beyond the reference").
 
 How: once the caches are synced, collect and ``gc.freeze()`` (the permanent generation,
 which collections never walk), as before; then after every full collection freeze its

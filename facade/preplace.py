@@ -6,10 +6,10 @@ Why a second ask and not straight to unbound: an unbound pod costs the binder's 
 the point of pre-placed creation is one write per sandbox. A placement runs out when its
 create could not be *sent* within the leader's ``valid_for_s`` (a slow first create of the
 batch, a loaded machine): the 371 of 11,858 creates that ran out in one reference burst
-(BENCHMARKS.md, issue 16) each cost a bind. Asking again costs one internal call for all of
-a batch's late members (or for a single create) and no API write; the leader answers a pod
-it still holds a reservation for with the same node, so the capacity is taken once, and a
-create that is late twice goes unbound as before.
+(docs/benchmarks/burst.md, issue 16) each cost a bind. Asking again costs one internal call
+for all of a batch's late members (or for a single create) and no API write; the leader
+answers a pod it still holds a reservation for with the same node, so the capacity is taken
+once, and a create that is late twice goes unbound as before.
 
 The send window (facade/window.py) is held around the asks and the sends, and a batch's
 tokens are taken before each ask: what is asked for can go out at once.

@@ -6,7 +6,7 @@ Why: a placement is good for about a second (kube/placement.py, ``send_by``). Th
 token bucket runs at its ceiling (1,000/s) while the API server grants ~500/s and answers
 within its own short queue, so the creates the tokens let through pile up in the client's
 connection pool instead. In the reference burst ~80% of the placements ran out in that
-pile and the pods went to the binder (BENCHMARKS.md, issue 16). Bounding what is in
+pile and the pods went to the binder (docs/benchmarks/burst.md, issue 16). Bounding what is in
 flight bounds the pile: a batch asks the leader only when the window has room for it, so
 the time from the answer to the send is at most the window over the rate the server
 grants (200 / 500 per s = 0.4 s), whatever the client's token rate.

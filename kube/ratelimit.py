@@ -21,7 +21,7 @@ decrease), with no coordination beyond what the server says to each:
   itself. Why a whole window, and why at most a halving: an estimate over the fraction of a
   second since the previous decrease counted two or three answers, and in a create + bind
   burst of the reference size a run of such decreases drove the facade to its 5/s floor
-  for 20 s (BENCHMARKS.md, issue 16, 18:15 UTC);
+  for 20 s (docs/benchmarks/burst.md, issue 16, 18:15 UTC);
 - a success answered within ``slow_answer_s`` raises the rate by ``increase_per_s`` of
   itself per second of successes, up to the configured ``qps``; a slow answer (the server
   is queueing our requests: its budget is spent) holds the rate where it is.

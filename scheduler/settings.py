@@ -58,8 +58,8 @@ class SchedulerSettings:
     #: Most pods a node may have *starting* (bound, not yet running) before the planner
     #: prefers other nodes. Kubelets with containerd start ~4.5 pods/s, so 5 is a queue of
     #: about a second: on the reference burst 0.99-1.00 of the API-budget bound vs 0.94-0.95
-    #: at 20 (BENCHMARKS.md, "The reference burst"). None disables burst awareness (pure
-    #: packing).
+    #: at 20 (docs/benchmarks/burst.md, "The reference burst"). None disables burst
+    #: awareness (pure packing).
     max_starting_per_node: int | None = 5
     #: Image pulls a node runs at once (the kubelet's maxParallelImagePulls; containerd
     #: unpacks are disk- and CPU-bound). A node with this many pulls expected from recent

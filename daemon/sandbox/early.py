@@ -18,9 +18,10 @@ a body, a head split over several segments, a client that has sent nothing yet â
 over, so no behaviour of the server changes. It holds at most ``max_connections``
 connections; newcomers beyond that wait in the backlog for the server.
 
-Measured (BENCHMARKS.md, "Healthy before the imports"; 21 starts of each bundle as PID 1
-under bwrap, one sitting): start to the first ``/healthz`` 89 ms p50 / 103 ms p90 against
-220 / 371 ms before, idle RSS 20.6 MiB against 20.4; the first ``/v1`` answer is unchanged.
+Measured (docs/benchmarks/daemon.md, "Healthy before the imports"; 21 starts of each bundle
+as PID 1 under bwrap, one sitting): start to the first ``/healthz`` 89 ms p50 / 103 ms p90
+against 220 / 371 ms before, idle RSS 20.6 MiB against 20.4; the first ``/v1`` answer is
+unchanged.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 nodes; the daemon fault: 6 real daemons), in the production process topology, through the
 SDK: nothing lost, duplicated or leaked, every failure typed, the fault detected — and the
 report, CSV and plot written. The soak at smoke scale too (checks but the RSS one, which
-needs a long run). Figures at full scale: BENCHMARKS.md, "Faults" and "Soak"."""
+needs a long run). Figures at full scale: docs/benchmarks/faults-soak.md, "Faults" and
+"Soak"."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@
 Why: a trainer waiting on more sandboxes than its pool has connections (256 by default; the
 soak's trainers wait on ~400 each) queued its lease renewals behind 20-s long-polls; the
 renewals timed out, the lease lapsed, and the facade deleted every sandbox of the owner
-(BENCHMARKS.md, "Soak"). A scripted aiohttp server on loopback: waits hang until the test
-ends, the lease route answers at once.
+(docs/benchmarks/faults-soak.md, "Soak"). A scripted aiohttp server on loopback: waits hang
+until the test ends, the lease route answers at once.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ replaying its own node's events, and gets exactly what an unbroken watch would h
 
 Why it matters: the fault benchmark drops every watch every 3 s; 400 kubelets each matching
 every event since their resourceVersion took seconds of the server's loop per drop, and the
-burst's binds and status writes waited behind it (BENCHMARKS.md, "Faults")."""
+burst's binds and status writes waited behind it (docs/benchmarks/faults-soak.md,
+"Faults")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """One pooled HTTP connection to the facade, with typed errors and retries for safe calls.
 
 aiohttp, not httpx: the measured client CPU per small request on loopback is ~0.1 ms against
-0.7-2.5 ms (BENCHMARKS.md, the controller's client), and a trainer creating and polling
-thousands of sandboxes is on a hot path. The session is created lazily inside the running
-event loop, so an ``AsyncSandman`` can be constructed anywhere.
+0.7-2.5 ms (docs/benchmarks/controller.md, the controller's client), and a trainer creating
+and polling thousands of sandboxes is on a hot path. The session is created lazily inside the
+running event loop, so an ``AsyncSandman`` can be constructed anywhere.
 
 Which calls are retried is the caller's decision (``idempotent=True``): GET, DELETE, the lease
 PUT and creates that carry an Idempotency-Key. Never exec: a command that may have run must
