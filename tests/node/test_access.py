@@ -108,6 +108,7 @@ def _refused(agent: AgentRun, verb: str, resource: str, permission: str, times: 
         {"verb": verb, "group": group.partition(".")[2], "resource": resource,
          "namespace": namespace},
     ]  # fmt: skip
+    assert answer["nodes"] == [agent.node]
     assert permission in answer["message"]
     assert agent.healthz() == 200  # liveness: a restart would not help
     assert agent.process.poll() is None
