@@ -8,6 +8,12 @@ loop, sharing one API client (one connection pool; the watches have a connection
 one metrics registry (counters add up over the nodes). docs/node-agent.md, "Running at
 scale", has the measured RSS and CPU.
 
+Its ``/healthz`` is 200 once every core reconciled; its ``/readyz`` is the agent's
+(:meth:`daemon.node.app.Readiness.of` over all the cores): 503 ``forbidden`` while any core
+holds a refused call, ``refused`` listing the permissions and ``nodes`` the nodes whose
+cores hold them — the cores share one client and one identity, but a refusal can still be
+one node's (a rule limited by ``resourceNames``, a call only some nodes made).
+
 The socket map is simcluster's ``<workdir>/cri-sockets.json``. ``--set key=value`` sets any
 :class:`daemon.node.settings.AgentSettings` field for every agent.
 """
@@ -25,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.node.agent import NodeAgent
-from daemon.node.app import run_until_signalled, serve_health
+from daemon.node.app import Readiness, run_until_signalled, serve_health
 from daemon.node.cri import ImageClient
 from daemon.node.metrics import AgentMetrics
 from daemon.node.settings import AgentSettings
@@ -64,7 +70,10 @@ async def run_agents(
             fresh = sum(1 for a in agents if a.reconciles)
             return fresh == len(agents), f"{fresh}/{len(agents)} agents reconciled"
 
-        server = await serve_health(base.health_host, health_port, healthy, metrics)
+        def readiness() -> Readiness:
+            return Readiness.of(agents, healthy(), started=all(a.reconciles for a in agents))
+
+        server = await serve_health(base.health_host, health_port, healthy, metrics, readiness)
         port = server.sockets[0].getsockname()[1]
         try:
             async with asyncio.TaskGroup() as tg:

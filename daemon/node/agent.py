@@ -8,17 +8,21 @@ noticed). Each reconcile:
 
 1. **pulls** planned images that are missing, at most ``pull_parallelism`` at once; a
    failure is retried with the one backoff helper (equal jitter, capped) and reported once
-   per failure streak as a Warning Event on the Node, and in the published failures;
+   per failure streak as a Warning Event on the Node (a refused one is held and sent again
+   on the renewal cadence: daemon/node/events.py), and in the published failures;
 2. **re-pulls** planned images that were ready and are gone (image GC), counted apart;
 3. **releases** images it pulled itself (recorded in ``<state_dir>/pulled.json``, so a
    restart does not forget) once they have been unplanned for ``release_after_s`` — never
    an image it did not pull;
 4. **publishes** every image present on the node, the failures and the bundle digest
-   through :class:`~daemon.node.lease.LeasePublisher` (its write bounds apply).
+   through :class:`~daemon.node.lease.LeasePublisher` (its write bounds apply), and sends
+   the held Events if their retry is due.
 
 Every API call goes through :class:`~daemon.node.access.ApiAccess`, which counts it and
 holds a 403 until a call of that kind works again (the agent's ``/readyz`` fails meanwhile):
-a refused Lease write, Event or plan read is reported, and the loop carries on.
+a refused Lease write, Event or plan read is reported, and the loop carries on; each is
+tried again on its own (the next due Lease write, the held Event's retry, the informer's
+relist), so restoring the rule makes the agent ready again without a further failure.
 
 The core takes its clients from outside, so a test or devstack can run many cores in one
 process (docs/node-agent.md, "Running at scale").
@@ -40,11 +44,12 @@ from typing import Any
 from daemon.node.access import ApiAccess
 from daemon.node.bundle import BundleError, sync_bundle
 from daemon.node.cri import CriError, ImageClient
+from daemon.node.events import EventRecorder
 from daemon.node.lease import LeasePublisher, Published
 from daemon.node.metrics import AgentMetrics
 from daemon.node.settings import AgentSettings
 from kube.cache import Obj
-from kube.errors import Forbidden, KubeError
+from kube.errors import Forbidden
 from kube.informer import Handlers, Informer
 from kube.light import LightClient
 from kube.preparation import ANNOTATION_PREPARE, decode_images
@@ -89,6 +94,9 @@ class NodeAgent:
         self.lease.add_handler(Handlers(add=self._lease_seen, update=self._lease_changed))
         self._clock = clock
         self._rng = rng or random.Random()
+        self.events = EventRecorder(
+            self._create_event, settings, metrics, clock=clock, rng=self._rng
+        )
         self._wake = asyncio.Event()
         self.plan: frozenset[str] = frozenset()
         self.present: frozenset[str] = frozenset()
@@ -152,7 +160,7 @@ class NodeAgent:
         # +-20% jitter: agents started together (a DaemonSet rollout, a simulated cluster)
         # do not list their runtimes, or renew their Leases, in lockstep.
         interval = self.settings.reconcile_interval_s * self._rng.uniform(0.8, 1.2)
-        waits = [interval, self.publisher.due_in()]
+        waits = [interval, self.publisher.due_in(), self.events.due_in()]
         waits += [at - now for img, at in self._retry_at.items() if img in self.plan]
         release = self.settings.release_after_s
         waits += [since + release - now for since in self._unplanned_since.values()]
@@ -176,6 +184,7 @@ class NodeAgent:
         self.metrics.failing.set(len(self.failures))
         self.publisher.offer(Published.build(self.present, self.failures, self.plan, self.bundle))
         await self.publisher.flush()
+        await self.events.retry()
 
     def _start_pulls(self) -> None:
         now = self._clock()
@@ -281,13 +290,10 @@ class NodeAgent:
             "lastTimestamp": now,
             "count": 1,
         }
-        try:
-            await self.client.create(EVENTS, body, NODE_EVENTS_NAMESPACE)
-            self.metrics.events.labels("ImagePrepareFailed").inc()
-        except KubeError as e:
-            self.metrics.errors.labels("kube").inc()
-            if not isinstance(e, Forbidden):  # a 403 is logged once, by the client
-                log.info("%s: could not record an Event for %s: %s", self._node, image, e)
+        await self.events.record(body)
+
+    async def _create_event(self, body: dict[str, Any]) -> None:
+        await self.client.create(EVENTS, body, NODE_EVENTS_NAMESPACE)
 
     # --- the bundle ---------------------------------------------------------------------
     async def _bundle_loop(self) -> None:

@@ -8,7 +8,9 @@ answers 200 while the runtime answered a ListImages within three reconcile inter
 probe) fails in those cases too, and also while an API call is refused (403) — a restart
 cannot fix RBAC, but an unready DaemonSet pod is what an operator sees in ``kubectl get``,
 and its JSON answer names the missing permission: ``{"ready": false, "reason":
-"forbidden", "message": ..., "refused": [{"verb", "group", "resource", "namespace"}]}``.
+"forbidden", "message": ..., "refused": [{"verb", "group", "resource", "namespace"}],
+"nodes": [...]}``. :meth:`Readiness.of` makes that answer for any number of agent cores, so
+``python -m devstack.agents`` answers its ``/readyz`` the same way, naming the nodes.
 
 :func:`run_until_signalled` is the process's shutdown rule — SIGTERM or SIGINT cancels the
 work, whose ``finally`` blocks close what it opened — for ``python -m daemon.node`` and for
@@ -24,7 +26,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,17 +46,48 @@ log = logging.getLogger("daemon.node")
 @dataclass(frozen=True, slots=True)
 class Readiness:
     """``/readyz``'s answer. ``reason``: ``ok``, ``starting``, ``runtime_unreachable`` or
-    ``forbidden`` (then ``refused`` lists the permissions)."""
+    ``forbidden`` (then ``refused`` lists the permissions and ``nodes`` the nodes whose
+    cores hold one)."""
 
     ready: bool
     reason: str
     message: str
     refused: tuple[Permission, ...] = ()
+    nodes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, cores: Sequence[NodeAgent], health: tuple[bool, str], started: bool) -> Readiness:
+        """The answer for ``cores`` (one in the agent process, every node's in
+        devstack.agents), given the process's ``health`` (``healthy()``) and whether it has
+        ``started`` (reconciled).
+
+        A held refusal wins over ``starting`` and ``runtime_unreachable``: it is the cause
+        an operator can act on, and a plan read refused at start comes before the first
+        reconcile (the runtime's state is then appended to the message)."""
+        held: dict[Permission, tuple[str, list[str]]] = {}
+        for core in cores:
+            for permission, message in core.client.refused.items():
+                held.setdefault(permission, (message, []))[1].append(core.settings.node_name)
+        ok, text = health
+        if held:
+            listed = "; ".join(f"{p} ({_few(nodes)}): {m}" for p, (m, nodes) in held.items())
+            also = "" if ok else f"; and: {text}"
+            nodes = tuple(sorted({n for _, names in held.values() for n in names}))
+            return cls(False, "forbidden", f"forbidden (403): {listed}{also}", tuple(held), nodes)
+        if not ok:
+            return cls(False, "runtime_unreachable" if started else "starting", text)
+        return cls(True, "ok", "ok")
 
     def body(self) -> bytes:
         refused = [p.as_dict() for p in self.refused]
         doc = {"ready": self.ready, "reason": self.reason, "message": self.message}
-        return json.dumps({**doc, "refused": refused}).encode()
+        return json.dumps({**doc, "refused": refused, "nodes": list(self.nodes)}).encode()
+
+
+def _few(nodes: Sequence[str], shown: int = 3) -> str:
+    """``node-0, node-1, node-2 and 397 more``: a message stays short on 400 nodes."""
+    more = f" and {len(nodes) - shown} more" if len(nodes) > shown else ""
+    return ", ".join(nodes[:shown]) + more
 
 
 class AgentProcess:
@@ -74,20 +107,9 @@ class AgentProcess:
         return True, "ok"
 
     def readiness(self) -> Readiness:
-        """A held refusal wins over ``starting`` and ``runtime_unreachable``: it is the
-        cause an operator can act on, and a plan read refused at start comes before the
-        first reconcile (the runtime's state is then appended to the message)."""
-        ok, text = self.healthy()
         agent = self.agent
-        refused = agent.client.refused if agent is not None else {}
-        if refused:
-            listed = "; ".join(f"{p}: {message}" for p, message in refused.items())
-            also = "" if ok else f"; and: {text}"
-            return Readiness(False, "forbidden", f"forbidden (403): {listed}{also}", tuple(refused))
-        if agent is None or not ok:
-            started = agent is not None and agent.reconciles > 0
-            return Readiness(False, "runtime_unreachable" if started else "starting", text)
-        return Readiness(True, "ok", "ok")
+        started = agent is not None and agent.reconciles > 0
+        return Readiness.of([agent] if agent is not None else [], self.healthy(), started)
 
     async def run(self) -> None:
         s = self.settings
@@ -127,16 +149,10 @@ async def serve_health(
     port: int,
     healthy: Callable[[], tuple[bool, str]],
     metrics: AgentMetrics,
-    readiness: Callable[[], Readiness] | None = None,
+    readiness: Callable[[], Readiness],
 ) -> asyncio.Server:
-    """``/healthz`` from ``healthy()``, ``/readyz`` from ``readiness()`` (without one:
-    from ``healthy()``) and ``/metrics`` from ``metrics`` on ``host:port``."""
-
-    def ready() -> Readiness:
-        if readiness is not None:
-            return readiness()
-        ok, text = healthy()
-        return Readiness(ok, "ok" if ok else "unhealthy", text)
+    """``/healthz`` from ``healthy()``, ``/readyz`` from ``readiness()`` and ``/metrics``
+    from ``metrics`` on ``host:port``."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -147,7 +163,7 @@ async def serve_health(
                 ok, text = healthy()
                 status, body, ctype = (200 if ok else 503), text.encode(), "text/plain"
             elif path == b"/readyz":
-                answer = ready()
+                answer = readiness()
                 status, body = (200 if answer.ready else 503), answer.body()
                 ctype = "application/json"
             elif path == b"/metrics":

@@ -41,6 +41,16 @@ class AgentMetrics:
             Counter(f"{_P}_lease_writes", "Writes of the per-node Lease by cause.", ["cause"])
         )
         self.events = r.add(Counter(f"{_P}_events", "Events recorded, by reason.", ["reason"]))
+        self.events_held = r.add(
+            Gauge(f"{_P}_events_held", "Refused Events held to be sent again.")
+        )
+        self.events_dropped = r.add(
+            Counter(
+                f"{_P}_events_dropped",
+                "Refused Events dropped, oldest first, when the held queue was full.",
+                ["reason"],
+            )
+        )
         self.errors = r.add(
             Counter(f"{_P}_errors", "Failed calls to the runtime or the API server.", ["target"])
         )

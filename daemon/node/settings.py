@@ -41,6 +41,9 @@ class AgentSettings:
     #: Renewal of the Lease (liveness), and its duration.
     renew_interval_s: float = 30.0
     lease_duration_s: int = 90
+    #: Refused Events held to be sent again (daemon/node/events.py); beyond it the oldest
+    #: is dropped (counted).
+    max_held_events: int = 16
     #: An image this agent pulled is removed this long after it stops being planned.
     release_after_s: float = 300.0
     #: Where the agent records which images it pulled ("" = in memory only).
@@ -68,9 +71,18 @@ class AgentSettings:
             raise ValueError("lease_duration_s must exceed renew_interval_s")
         if self.bundle_keep < 1:
             raise ValueError("bundle_keep must be >= 1")
+        if self.max_held_events < 1:
+            raise ValueError("max_held_events must be >= 1")
         self.backoff  # noqa: B018 - validates the retry values now
 
     @property
     def backoff(self) -> Backoff:
         """Delays between pull attempts of one image (the one backoff helper)."""
         return Backoff(initial_s=self.retry_initial_s, cap_s=self.retry_cap_s, jitter="equal")
+
+    @property
+    def event_backoff(self) -> Backoff:
+        """Delays between retries of refused Events: the renewal cadence, doubling to four
+        renewals (an operator who restored the rule waits at most that long)."""
+        renew = self.renew_interval_s
+        return Backoff(initial_s=renew, cap_s=4 * renew, jitter="equal")

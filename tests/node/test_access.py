@@ -6,7 +6,10 @@ plan reads.
 A 403 is counted (``sandman_node_agent_api_requests_total{code="403"}``), logged once as an
 error naming the missing permission, and fails ``/readyz`` with the reason ``forbidden``
 (``/healthz``, the liveness probe, stays 200: a restart cannot fix RBAC) until a call of
-that kind works again. A refusal at start does not end the process either.
+that kind works again — each is tried again on its own, so restoring the rule is enough:
+the next due Lease write, the informer's relist, the held Event's retry (a refused Event is
+held, bounded, oldest dropped and counted, and recorded once allowed: not lost). A refusal
+at start does not end the process either.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import yaml
 
 from kube.light import LightClient
 from kube.preparation import ANNOTATION_PREPARE, ANNOTATION_READY
-from kube.resources import LEASES, Resource
+from kube.resources import EVENTS, LEASES, Resource
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from tests.support.agents import (
@@ -108,6 +111,7 @@ def _refused(agent: AgentRun, verb: str, resource: str, permission: str, times: 
         {"verb": verb, "group": group.partition(".")[2], "resource": resource,
          "namespace": namespace},
     ]  # fmt: skip
+    assert answer["nodes"] == [agent.node]
     assert permission in answer["message"]
     assert agent.process.poll() is None
     assert len(_lines(agent, verb, resource, permission)) == 1, agent.log.read_text()[-3000:]
@@ -121,8 +125,8 @@ def _lines(agent: AgentRun, verb: str, resource: str, permission: str) -> list[s
     return line.findall(agent.log.read_text(errors="replace"))
 
 
-def _ready_again(agent: AgentRun, permission: str) -> None:
-    wait_until(lambda: agent.readyz()[0] == 200, timeout_s=20, what="/readyz 200 again")
+def _ready_again(agent: AgentRun, permission: str, timeout_s: float = 20) -> None:
+    wait_until(lambda: agent.readyz()[0] == 200, timeout_s=timeout_s, what="/readyz 200 again")
     assert agent.readyz()[1]["reason"] == "ok"
     assert f"{permission} allowed again" in agent.log.read_text()
 
@@ -145,18 +149,60 @@ async def test_a_refused_lease_write_fails_readiness_until_it_is_allowed(
         assert len(_lines(agent, "patch", "leases", permission)) == 1
 
 
-async def test_a_refused_event_fails_readiness_until_an_event_is_recorded(
+async def _events_about(api: LightClient, node: str) -> list[str]:
+    """The messages of the ImagePrepareFailed Events on ``node``."""
+    listing = await api.list(EVENTS, "default")
+    return [
+        e.get("message", "")
+        for e in listing["items"]
+        if e.get("involvedObject", {}).get("name") == node
+        and e.get("reason") == "ImagePrepareFailed"
+    ]
+
+
+async def test_a_refused_event_is_held_and_recorded_once_events_are_allowed(
     cluster: EmbeddedCluster, api: LightClient, tmp_path: Path
 ) -> None:
+    """No further failure after the rule is restored: the held Event's own retry (on the
+    renewal cadence, 0.3 s here, backoff to 1.2 s) records it and clears the refusal."""
     permission = "create on events in namespace default"
     await _grant_all_but(api, EVENTS_ROLE, "create")
     with run_agent(cluster, "node-0", *FLAGS, workdir=tmp_path) as agent:
         wait_until(lambda: agent.readyz()[0] == 200, timeout_s=20, retry=(OSError,))
         await _plan(api, agent.lease, ["registry.invalid/first:1"])  # fails: one Event
-        _refused(agent, "create", "events", permission, times=1)
+        _refused(agent, "create", "events", permission, times=2)  # refused again on retry
+        assert metric(agent.metrics(), "sandman_node_agent_events_held") == 1
+        assert await _events_about(api, "node-0") == []
         await _restore(api, EVENTS_ROLE, "default")
+        _ready_again(agent, permission, timeout_s=5)
+        (message,) = await _events_about(api, "node-0")
+        assert "registry.invalid/first:1" in message
+        text = agent.metrics()
+        assert metric(text, "sandman_node_agent_events_held") == 0
+        assert metric(text, "sandman_node_agent_events_total", reason="ImagePrepareFailed") == 1
+
+
+async def test_refused_events_beyond_the_bound_drop_the_oldest_counted(
+    cluster: EmbeddedCluster, api: LightClient, tmp_path: Path
+) -> None:
+    permission = "create on events in namespace default"
+    await _grant_all_but(api, EVENTS_ROLE, "create")
+    flags = (*FLAGS, "--max-held-events", "1")
+    with run_agent(cluster, "node-0", *flags, workdir=tmp_path) as agent:
+        wait_until(lambda: agent.readyz()[0] == 200, timeout_s=20, retry=(OSError,))
+        await _plan(api, agent.lease, ["registry.invalid/first:1"])
+        _refused(agent, "create", "events", permission, times=1)
         await _plan(api, agent.lease, ["registry.invalid/first:1", "registry.invalid/next:1"])
-        _ready_again(agent, permission)
+        dropped = "sandman_node_agent_events_dropped_total"
+        wait_until(
+            lambda: metric(agent.metrics(), dropped, reason="ImagePrepareFailed") == 1,
+            timeout_s=10, what="the first Event dropped for the second",
+        )  # fmt: skip
+        assert "dropped the oldest" in agent.log.read_text()
+        await _restore(api, EVENTS_ROLE, "default")
+        _ready_again(agent, permission, timeout_s=5)
+        (message,) = await _events_about(api, "node-0")
+        assert "registry.invalid/next:1" in message
 
 
 async def test_a_refused_plan_read_fails_readiness_until_the_watch_is_back(
