@@ -29,7 +29,7 @@ from kube.preparation import lease_name
 from kube.resources import Resource
 from kube.settings import ClientSettings
 from simcluster.embedded import EmbeddedCluster
-from tests.support.agents import AGENT_NS, agent_cluster
+from tests.support.agents import AGENT_NS, agent_cluster, stop
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -119,12 +119,7 @@ def _agents(cluster: EmbeddedCluster, workdir: Path) -> Iterator[int]:
 
         yield wait_until(port, timeout_s=30, retry=(ValueError,), what="the agents' ready file")
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 async def test_one_cores_refusal_fails_the_processs_readiness_naming_its_node(

@@ -22,7 +22,7 @@ from simcluster.kubelet.images import PullSettings
 from simcluster.kubelet.settings import NodeSettings
 from tests.support.wait import wait_until
 
-__all__ = ["AGENT_NS", "AgentRun", "agent_cluster", "metric", "run_agent", "spawn_agent"]
+__all__ = ["AGENT_NS", "AgentRun", "agent_cluster", "metric", "run_agent", "spawn_agent", "stop"]
 
 AGENT_NS = "sandman-system"
 AGENT_SA = f"{AGENT_NS}/sandman-node-agent"
@@ -122,9 +122,14 @@ def spawn_agent(
         health = wait_until(url, timeout_s=30, what="the agent's health server")
         yield AgentRun(process, node, health, lease_name(node), port_file)
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes], grace_s: float = 10) -> None:
+    """SIGTERM, then SIGKILL after ``grace_s``; reaped either way."""
+    process.terminate()
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
