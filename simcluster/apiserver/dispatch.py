@@ -19,11 +19,11 @@ import yaml
 
 from simcluster.apiserver.apf_objects import AppliedFlowConfig
 from simcluster.apiserver.auth import User
-from simcluster.apiserver.core import ApiCore, ListOptions
+from simcluster.apiserver.core import ApiCore
 from simcluster.apiserver.discovery import table
 from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import FlowControl, default_flow_control
-from simcluster.apiserver.listoptions import validate_list_options
+from simcluster.apiserver.listoptions import ListOptions, validate_list_options
 from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.protobuf import decode_k8s_protobuf
 from simcluster.apiserver.rbac import Authorizer, request_attributes

@@ -1,4 +1,5 @@
-"""List and watch options as upstream's handler checks them before the storage sees them.
+"""List and watch options (``ListOptions``, the query the verbs read) as upstream's handler
+checks them before the storage sees them.
 
 ``resourceVersionMatch`` and ``sendInitialEvents`` only make sense together with other
 options; upstream's ``ValidateListOptions`` (k8s.io/apiserver, ``metainternalversion/
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import msgspec
 
@@ -27,11 +29,25 @@ __all__ = [
     "EXACT",
     "INCONSISTENT_CONTINUE",
     "NOT_OLDER_THAN",
+    "ListOptions",
     "decode_continue",
     "encode_continue",
     "too_large",
     "validate_list_options",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class ListOptions:
+    """A list, watch or deletecollection request's query, as the verbs read it."""
+
+    label_selector: str | None = None
+    field_selector: str | None = None
+    limit: int = 0
+    continue_token: str | None = None
+    resource_version: str | None = None
+    resource_version_match: str | None = None
+
 
 EXACT = "Exact"
 NOT_OLDER_THAN = "NotOlderThan"

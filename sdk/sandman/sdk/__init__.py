@@ -4,7 +4,9 @@ Modules, bottom up: ``errors`` (typed exceptions), ``settings`` (timeouts, limit
 policy), ``transport`` (the facade connection with retries), ``results`` (what tool calls
 return), ``tools`` (sessions, files, processes), ``sandbox`` (``AsyncSandbox``), ``client``
 (``AsyncSandman``: create, batches, list, owner lease, ``prepare``), ``preparation``
-(``AsyncPreparation``: an announcement's progress), ``sync`` (the blocking wrappers).
+(``AsyncPreparation``: an announcement's progress), ``sync_portal`` (how a blocking wrapper
+calls its async twin), ``sync_tools`` (the blocking sessions, files, processes), ``sync``
+(the blocking client, sandbox and preparation).
 Public names are re-exported from :mod:`sandman`.
 """
 
@@ -42,7 +44,8 @@ from .preparation import AsyncPreparation
 from .results import CommandResult, ProcessLogs, SessionResult, StreamEvent
 from .sandbox import AsyncSandbox
 from .settings import Limits, RetryPolicy, Timeouts
-from .sync import Files, Preparation, Processes, Sandbox, Sandman, Session
+from .sync import Preparation, Sandbox, Sandman
+from .sync_tools import Files, Processes, Session
 from .tools import AsyncFiles, AsyncProcesses, AsyncSession
 
 __all__ = [

@@ -10,25 +10,25 @@ call, and closed when the caller stops iterating.
 Why spelled out and not generated: type checkers, IDEs and ``help()`` need real signatures.
 What keeps the twin honest is tests/sdk/test_sync_twin.py, which compares every method with
 its async twin (parameters, kinds, defaults, annotations, return types mapped to the
-blocking world), and ``@_twin_of``, which gives each method its twin's docstring — one text,
+blocking world), and ``@twin_of``, which gives each method its twin's docstring — one text,
 written once, on the async method.
+
+This module holds the client and what it hands out (``Sandman``, ``Sandbox``,
+``Preparation``); the portal plumbing every wrapper stands on is ``sync_portal``, and the
+sandbox's bound helpers (``Session``, ``Files``, ``Processes``) are ``sync_tools``.
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from functools import partial
-from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
-from sandman.wire.daemon import DaemonInfo, DirEntry, FileStat, ProcessInfo
+from sandman.wire.daemon import DaemonInfo
 from sandman.wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S, ClassInfo, LeaseStatus
 from sandman.wire.facade import Sandbox as SandboxView
 from sandman.wire.prepare import DEFAULT_PREPARE_TTL_S
@@ -36,172 +36,16 @@ from sandman.wire.prepare import Preparation as PreparationView
 
 from .client import AsyncSandman
 from .preparation import AsyncPreparation
-from .results import CommandResult, ProcessLogs, SessionResult, StreamEvent
+from .results import CommandResult, StreamEvent
 from .sandbox import AsyncSandbox
 from .settings import Limits, RetryPolicy, Timeouts
-from .tools import AsyncFiles, AsyncProcesses, AsyncSession
+from .sync_portal import Bound, twin_of
+from .sync_tools import Files, Processes, Session
 
-__all__ = ["Files", "Preparation", "Processes", "Sandbox", "Sandman", "Session"]
-
-T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
-_DONE = object()
+__all__ = ["Preparation", "Sandbox", "Sandman"]
 
 
-def _twin_of(async_method: Callable[..., Any]) -> Callable[[F], F]:
-    """Give the decorated blocking method its async twin's docstring (its own signature is
-    left alone, for type checkers and ``help()``)."""
-
-    def adopt(method: F) -> F:
-        method.__doc__ = async_method.__doc__
-        return method
-
-    return adopt
-
-
-class _Bound:
-    """Something that calls async methods through a portal."""
-
-    def __init__(self, portal: BlockingPortal) -> None:
-        self._portal = portal
-
-    def _call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        return self._portal.call(partial(fn, *args, **kwargs))
-
-    def _iterate(self, items: AsyncIterator[T]) -> Iterator[T]:
-        async def step() -> object:
-            try:
-                return await items.__anext__()
-            except StopAsyncIteration:
-                return _DONE
-
-        try:
-            while (item := self._portal.call(step)) is not _DONE:
-                yield item  # type: ignore[misc]
-        finally:
-            aclose = getattr(items, "aclose", None)
-            # RuntimeError: the client was closed first (its loop is gone, and the stream too).
-            with contextlib.suppress(RuntimeError):
-                if aclose is not None:
-                    self._portal.call(aclose)
-
-
-class Session(_Bound):
-    def __init__(self, portal: BlockingPortal, session: AsyncSession) -> None:
-        super().__init__(portal)
-        self._async = session
-        self.name = session.name
-
-    @_twin_of(AsyncSession.run)
-    def run(self, command: str, *, timeout_s: float = 60.0) -> SessionResult:
-        return self._call(self._async.run, command, timeout_s=timeout_s)
-
-    @_twin_of(AsyncSession.close)
-    def close(self) -> None:
-        self._call(self._async.close)
-
-    @_twin_of(AsyncSession.__aenter__)
-    def __enter__(self) -> Session:
-        return self
-
-    @_twin_of(AsyncSession.__aexit__)
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._call(self._async.__aexit__, exc_type, exc, tb)
-
-
-class Files(_Bound):
-    def __init__(self, portal: BlockingPortal, files: AsyncFiles) -> None:
-        super().__init__(portal)
-        self._async = files
-
-    @_twin_of(AsyncFiles.read)
-    def read(self, path: str, *, offset: int = 0, length: int | None = None) -> bytes:
-        return self._call(self._async.read, path, offset=offset, length=length)
-
-    @_twin_of(AsyncFiles.read_text)
-    def read_text(self, path: str) -> str:
-        return self._call(self._async.read_text, path)
-
-    @_twin_of(AsyncFiles.write)
-    def write(self, path: str, data: bytes | str, *, mode: int | None = None) -> FileStat:
-        return self._call(self._async.write, path, data, mode=mode)
-
-    @_twin_of(AsyncFiles.stat)
-    def stat(self, path: str) -> FileStat:
-        return self._call(self._async.stat, path)
-
-    @_twin_of(AsyncFiles.exists)
-    def exists(self, path: str) -> bool:
-        return self._call(self._async.exists, path)
-
-    @_twin_of(AsyncFiles.list)
-    def list(self, path: str = ".") -> builtins.list[DirEntry]:
-        return self._call(self._async.list, path)
-
-    @_twin_of(AsyncFiles.remove)
-    def remove(self, path: str, *, recursive: bool = False) -> None:
-        self._call(self._async.remove, path, recursive=recursive)
-
-    @_twin_of(AsyncFiles.move)
-    def move(self, source: str, destination: str, *, overwrite: bool = False) -> FileStat:
-        return self._call(self._async.move, source, destination, overwrite=overwrite)
-
-    @_twin_of(AsyncFiles.upload_dir)
-    def upload_dir(self, local: str | Path, remote: str) -> builtins.list[DirEntry]:
-        return self._call(self._async.upload_dir, local, remote)
-
-    @_twin_of(AsyncFiles.download_dir)
-    def download_dir(self, remote: str, local: str | Path) -> Path:
-        return self._call(self._async.download_dir, remote, local)
-
-
-class Processes(_Bound):
-    def __init__(self, portal: BlockingPortal, processes: AsyncProcesses) -> None:
-        super().__init__(portal)
-        self._async = processes
-
-    @_twin_of(AsyncProcesses.start)
-    def start(
-        self,
-        command: str | Sequence[str],
-        *,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        name: str | None = None,
-    ) -> ProcessInfo:
-        return self._call(self._async.start, command, cwd=cwd, env=env, name=name)
-
-    @_twin_of(AsyncProcesses.list)
-    def list(self) -> builtins.list[ProcessInfo]:
-        return self._call(self._async.list)
-
-    @_twin_of(AsyncProcesses.get)
-    def get(self, process_id: str) -> ProcessInfo:
-        return self._call(self._async.get, process_id)
-
-    @_twin_of(AsyncProcesses.logs)
-    def logs(self, process_id: str, *, tail_bytes: int | None = None) -> ProcessLogs:
-        return self._call(self._async.logs, process_id, tail_bytes=tail_bytes)
-
-    @_twin_of(AsyncProcesses.signal)
-    def signal(self, process_id: str, signal: str = "SIGTERM") -> ProcessInfo:
-        return self._call(self._async.signal, process_id, signal)
-
-    @_twin_of(AsyncProcesses.wait)
-    def wait(self, process_id: str, *, timeout_s: float = 60.0) -> ProcessInfo:
-        return self._call(self._async.wait, process_id, timeout_s=timeout_s)
-
-    @_twin_of(AsyncProcesses.remove)
-    def remove(self, process_id: str) -> ProcessInfo:
-        return self._call(self._async.remove, process_id)
-
-
-class Sandbox(_Bound):
+class Sandbox(Bound):
     """Blocking twin of :class:`AsyncSandbox`; ``with sandbox:`` releases it on exit."""
 
     def __init__(self, portal: BlockingPortal, sandbox: AsyncSandbox) -> None:
@@ -229,29 +73,29 @@ class Sandbox(_Bound):
     def view(self) -> SandboxView:
         return self.async_sandbox.view
 
-    @_twin_of(AsyncSandbox.refresh)
+    @twin_of(AsyncSandbox.refresh)
     def refresh(self) -> Sandbox:
         self._call(self.async_sandbox.refresh)
         return self
 
-    @_twin_of(AsyncSandbox.wait_ready)
+    @twin_of(AsyncSandbox.wait_ready)
     def wait_ready(self, timeout_s: float | None = None) -> Sandbox:
         self._call(self.async_sandbox.wait_ready, timeout_s)
         return self
 
-    @_twin_of(AsyncSandbox.release)
+    @twin_of(AsyncSandbox.release)
     def release(self) -> None:
         self._call(self.async_sandbox.release)
 
-    @_twin_of(AsyncSandbox.release_quietly)
+    @twin_of(AsyncSandbox.release_quietly)
     def release_quietly(self) -> None:
         self._call(self.async_sandbox.release_quietly)
 
-    @_twin_of(AsyncSandbox.__aenter__)
+    @twin_of(AsyncSandbox.__aenter__)
     def __enter__(self) -> Sandbox:
         return self
 
-    @_twin_of(AsyncSandbox.__aexit__)
+    @twin_of(AsyncSandbox.__aexit__)
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
@@ -260,7 +104,7 @@ class Sandbox(_Bound):
     ) -> None:
         self._call(self.async_sandbox.__aexit__, exc_type, exc, tb)
 
-    @_twin_of(AsyncSandbox.exec)
+    @twin_of(AsyncSandbox.exec)
     def exec(
         self,
         command: str | Sequence[str],
@@ -283,7 +127,7 @@ class Sandbox(_Bound):
             exec_id=exec_id,
         )
 
-    @_twin_of(AsyncSandbox.exec_stream)
+    @twin_of(AsyncSandbox.exec_stream)
     def exec_stream(
         self,
         command: str | Sequence[str],
@@ -299,7 +143,7 @@ class Sandbox(_Bound):
         )
         return self._iterate(stream)
 
-    @_twin_of(AsyncSandbox.session)
+    @twin_of(AsyncSandbox.session)
     def session(
         self,
         name: str = "main",
@@ -311,12 +155,12 @@ class Sandbox(_Bound):
         session = self._call(self.async_sandbox.session, name, cwd=cwd, env=env, shell=shell)
         return Session(self._portal, session)
 
-    @_twin_of(AsyncSandbox.info)
+    @twin_of(AsyncSandbox.info)
     def info(self) -> DaemonInfo:
         return self._call(self.async_sandbox.info)
 
 
-class Preparation(_Bound):
+class Preparation(Bound):
     """Blocking twin of :class:`AsyncPreparation`."""
 
     def __init__(self, portal: BlockingPortal, preparation: AsyncPreparation) -> None:
@@ -338,11 +182,11 @@ class Preparation(_Bound):
     def fraction_ready(self) -> float:
         return self.async_preparation.fraction_ready
 
-    @_twin_of(AsyncPreparation.refresh)
+    @twin_of(AsyncPreparation.refresh)
     def refresh(self) -> PreparationView:
         return self._call(self.async_preparation.refresh)
 
-    @_twin_of(AsyncPreparation.wait_ready)
+    @twin_of(AsyncPreparation.wait_ready)
     def wait_ready(
         self, fraction: float = 1.0, *, timeout_s: float = 600.0, poll_s: float = 1.0
     ) -> Preparation:
@@ -350,14 +194,14 @@ class Preparation(_Bound):
         return self
 
 
-class Sandman(_Bound):
+class Sandman(Bound):
     """Blocking twin of :class:`AsyncSandman` (same arguments, same semantics).
 
     ``with Sandman() as client:`` renews the owner lease in the background and releases the
     run's sandboxes on exit; ``close()`` does the same without a ``with`` block.
     """
 
-    @_twin_of(AsyncSandman.__init__)
+    @twin_of(AsyncSandman.__init__)
     def __init__(
         self,
         url: str | None = None,
@@ -387,7 +231,7 @@ class Sandman(_Bound):
     def owner(self) -> str:
         return self.async_client.owner
 
-    @_twin_of(AsyncSandman.__aenter__)
+    @twin_of(AsyncSandman.__aenter__)
     def __enter__(self) -> Sandman:
         try:
             self._call(self.async_client.__aenter__)
@@ -396,7 +240,7 @@ class Sandman(_Bound):
             raise
         return self
 
-    @_twin_of(AsyncSandman.__aexit__)
+    @twin_of(AsyncSandman.__aexit__)
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
@@ -405,7 +249,7 @@ class Sandman(_Bound):
     ) -> None:
         self.close()
 
-    @_twin_of(AsyncSandman.aclose)
+    @twin_of(AsyncSandman.aclose)
     def close(self) -> None:
         if self._portal_cm is None:
             return
@@ -422,7 +266,7 @@ class Sandman(_Bound):
     def _wrap(self, sandbox: AsyncSandbox) -> Sandbox:
         return Sandbox(self._portal, sandbox)
 
-    @_twin_of(AsyncSandman.create)
+    @twin_of(AsyncSandman.create)
     def create(
         self,
         image: str,
@@ -450,7 +294,7 @@ class Sandman(_Bound):
         )
         return self._wrap(created)
 
-    @_twin_of(AsyncSandman.create_many)
+    @twin_of(AsyncSandman.create_many)
     def create_many(
         self,
         n: int,
@@ -482,11 +326,11 @@ class Sandman(_Bound):
         )
         return [self._wrap(s) for s in created]
 
-    @_twin_of(AsyncSandman.get)
+    @twin_of(AsyncSandman.get)
     def get(self, sandbox_id: str) -> Sandbox:
         return self._wrap(self._call(self.async_client.get, sandbox_id))
 
-    @_twin_of(AsyncSandman.list)
+    @twin_of(AsyncSandman.list)
     def list(
         self,
         *,
@@ -501,7 +345,7 @@ class Sandman(_Bound):
         )
         return (self._wrap(s) for s in self._iterate(pages))
 
-    @_twin_of(AsyncSandman.prepare)
+    @twin_of(AsyncSandman.prepare)
     def prepare(
         self,
         images: Mapping[str, int],
@@ -519,28 +363,28 @@ class Sandman(_Bound):
         )
         return Preparation(self._portal, announced)
 
-    @_twin_of(AsyncSandman.get_preparation)
+    @twin_of(AsyncSandman.get_preparation)
     def get_preparation(self, preparation_id: str) -> Preparation:
         return Preparation(
             self._portal, self._call(self.async_client.get_preparation, preparation_id)
         )
 
-    @_twin_of(AsyncSandman.classes)
+    @twin_of(AsyncSandman.classes)
     def classes(self) -> builtins.list[ClassInfo]:
         return self._call(self.async_client.classes)
 
-    @_twin_of(AsyncSandman.release_owner)
+    @twin_of(AsyncSandman.release_owner)
     def release_owner(self, owner: str | None = None) -> int:
         return self._call(self.async_client.release_owner, owner)
 
-    @_twin_of(AsyncSandman.renew_lease)
+    @twin_of(AsyncSandman.renew_lease)
     def renew_lease(self, duration_s: int | None = None) -> LeaseStatus:
         return self._call(self.async_client.renew_lease, duration_s)
 
-    @_twin_of(AsyncSandman.start_lease)
+    @twin_of(AsyncSandman.start_lease)
     def start_lease(self) -> None:
         self._call(self.async_client.start_lease)
 
-    @_twin_of(AsyncSandman.stop_lease)
+    @twin_of(AsyncSandman.stop_lease)
     def stop_lease(self) -> None:
         self._call(self.async_client.stop_lease)
