@@ -53,7 +53,7 @@ class FacadeSettings:
     #: long (s) to finish before they are cancelled.
     shutdown_grace_s: float = 5.0
     #: More connections than the send window holds creates (ServiceSettings.
-    #: preplaced_in_flight, 200): a pre-placed create the window lets through never waits
+    #: preplaced_window, at most 200): a pre-placed create the window lets through never waits
     #: for a connection past its placement's second.
     client: ClientSettings = field(
         default_factory=lambda: ClientSettings(

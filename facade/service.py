@@ -28,7 +28,7 @@ import base64
 import hashlib
 import logging
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import msgspec
@@ -70,7 +70,7 @@ from .podspec import DaemonDelivery, PodSpecError, SandboxClass, SandboxRequest,
 from .preplace import PlacementRanOut, PrePlacement
 from .tenancy import Tenant, TenantDirectory
 from .tokens import TokenMinter
-from .window import SendWindow
+from .window import SendWindow, WindowSizing
 
 __all__ = ["SandboxService", "ServiceSettings"]
 
@@ -90,9 +90,11 @@ class ServiceSettings:
     #: window below, since each of them must go out within its placement's second.
     batch_concurrency: int = 64
     #: Pre-placed creates unanswered at once, all batches together (facade/window.py): a
-    #: batch asks for placements only when it fits, so its creates are sent within ~this
-    #: many / the granted rate (0.4 s at 500/s) of the answer, inside its ~1 s validity.
-    preplaced_in_flight: int = 200
+    #: batch asks for placements only when it fits, so its creates are sent within ~the
+    #: window / the granted rate of the answer, inside its ~1 s validity. The capacity
+    #: follows the client's paced rate (0.25 s of it: 200 at the 1,000/s ceiling, ~50
+    #: at 200/s), between ``minimum`` and ``maximum``.
+    preplaced_window: WindowSizing = field(default_factory=WindowSizing)
     #: Unbound creates unanswered at once (binder mode, groups): about what the server's
     #: queue holds (500/s x 0.25 s in the reference profile); more in flight are answered
     #: 429 and sent again (a create + bind burst drew 6-10% 429s with 256 in flight).
@@ -126,9 +128,7 @@ class SandboxService:
         self.fast = (
             None
             if placer is None
-            else PrePlacement(
-                client, placer, SendWindow(self.settings.preplaced_in_flight), metrics, _template
-            )
+            else PrePlacement(client, placer, self.settings.preplaced_window, metrics, _template)
         )
 
     # --- create ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import pytest
 from controller.app import Controller
 from facade.app import FacadeSettings
 from facade.service import ServiceSettings
+from facade.window import WindowSizing
 from kube import PODS, KubeClient
 from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import CONTROLLER_USER, cluster_of, writes_by
@@ -125,7 +126,7 @@ async def test_batches_behind_a_queueing_server_ask_only_when_they_can_be_sent(
         port=0,
         client=FAST,
         placement=placement,
-        service=ServiceSettings(preplaced_in_flight=4),
+        service=ServiceSettings(preplaced_window=WindowSizing(maximum=4, minimum=4)),
     )
     with EmbeddedCluster(settings) as cluster:
         async with (
@@ -222,3 +223,27 @@ async def test_a_single_create_whose_placement_ran_out_is_placed_again(tmp_path:
             for _ in range(12):
                 tg.create_task(one())
         assert_placed_again(live, 12)
+
+
+async def test_the_send_window_follows_the_paced_rate(tmp_path: Path) -> None:
+    """A client paced at 32/s holds 0.25 s of it in flight (8 creates: one batch of 8 at a
+    time), not the window's maximum: 5 batches sent at once never have more than 8 creates
+    unanswered, where a fixed window of 200 let all 40 in. All go on their nodes."""
+    client = dataclasses.replace(FAST, qps=32, burst=1)
+    sizing = WindowSizing(maximum=200, minimum=8, queue_s=0.25)
+    settings = FacadeSettings(
+        port=0, client=client, placement=LEASE, service=ServiceSettings(preplaced_window=sizing)
+    )
+    with EmbeddedCluster(cluster_of(2, cpu="16", foreign=0.0)) as cluster:
+        async with (
+            placing_controller(cluster, "a") as leader,
+            live_facade(cluster.kubeconfig, settings, tmp_path) as live,
+        ):
+            await wait_until_async(lambda: serving(leader), timeout_s=10)
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(5):
+                    tg.create_task(batch(live, 8))
+            assert creates(live, "pre-placed") == 40
+            assert live.facade.service is not None and live.facade.service.fast is not None
+            window = live.facade.service.fast.window
+            assert (window.capacity, window.peak, window.in_flight) == (8, 8, 0)
