@@ -112,7 +112,12 @@ class Facade:
         self.informers.append(nodes)
         self._tasks.append(asyncio.create_task(nodes.run(), name="nodes"))
         if s.creation == "pre-placed":
-            self.placer = PlacementClient(self.client, s.placement, record=self._record_placement)
+            self.placer = PlacementClient(
+                self.client,
+                s.placement,
+                record=self._record_placement,
+                record_wait=lambda outcome: self.metrics.placement_waits.labels(outcome).inc(),
+            )
         service = self.service = SandboxService(
             self.client,
             self.index,
