@@ -25,7 +25,10 @@ BENCHMARKS.md). So an ask that finds no leader (none on the Lease, the call fail
 is repeated every ``leader_retry_s`` until ``leader_wait_s`` after the leader was first
 missed, and only then are the pods given up to the binder. The bound counts from the
 first miss, not per ask: once a leader has been missing for longer (a controller down for
-good), every ask falls back at once, as before, until a leader answers again.
+good), every ask falls back at once, as before, until a leader answers again. Only a
+leader that answered before is waited for: a facade that never found one (the controller
+not deployed yet, or not at all) creates unbound at once, as before — there is no
+failover to wait out.
 
 **Never overcommit.** A placement is good for ``valid_for_s`` (the leader's answer): the
 facade must *send* the create within that time after it asked (:meth:`KubeClient.request`'s
@@ -158,8 +161,10 @@ class PlacementClient:
         self._record = record or (lambda _outcome, _n: None)
         #: ``record_wait(outcome)`` after every ask that waited, one of :data:`WAIT_OUTCOMES`.
         self._record_wait = record_wait or (lambda _outcome: None)
-        #: When the leader was first missed (None: the last ask was answered).
+        #: When the leader was first missed (None: the last ask was answered), and whether
+        #: a leader ever answered: only a leader that was there is waited for.
         self._missed_since: float | None = None
+        self._led = False
 
     async def close(self) -> None:
         if self._reading is not None:
@@ -184,14 +189,14 @@ class PlacementClient:
             sent_at = self._clock()
             answer, failure = await self._ask(request)
             if answer is not None:
-                self._missed_since = None
+                self._missed_since, self._led = None, True
                 if waited:
                     self._record_wait("answered")
                 return self._placed(names, answer, sent_at)
             now = self._clock()
             if self._missed_since is None:
                 self._missed_since = now
-            if now + s.leader_retry_s > self._missed_since + s.leader_wait_s:
+            if not self._led or now + s.leader_retry_s > self._missed_since + s.leader_wait_s:
                 if waited:
                     self._record_wait("gave_up")
                 log.info("placement failed (%s): %d pods go unbound", failure, len(names))

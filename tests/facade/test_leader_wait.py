@@ -76,15 +76,21 @@ async def test_a_leader_change_within_the_bound_costs_no_unbound_create(
 async def test_a_controller_gone_for_good_stalls_a_batch_at_most_the_bound_once(
     cluster: EmbeddedCluster, tmp_path: Path
 ) -> None:
-    """No controller at all: the first batch waits ``leader_wait_s`` (1 s here) and is
-    created unbound; the next one, the leader missing for longer than the bound, falls
-    back at once."""
+    """Before any leader answered, a batch is created unbound at once (no failover to wait
+    out). The only controller then stops for good: the next batch waits ``leader_wait_s``
+    (1 s here) and is created unbound; the ones after it, the leader missing for longer
+    than the bound, fall back at once."""
     placement = dataclasses.replace(LEASE, leader_wait_s=1.0, leader_retry_s=0.2)
     settings = FacadeSettings(port=0, client=FAST, placement=placement)
     async with live_facade(cluster.kubeconfig, settings, tmp_path) as live:
-        first = await batch(live, 4)
-        assert first >= 1.0 - placement.leader_retry_s
-        assert counted(live) == {"pre-placed": 0, "unbound": 4, "answered": 0, "gave_up": 1}
-        await asyncio.gather(batch(live, 4), batch(live, 4))
-        assert counted(live) == {"pre-placed": 0, "unbound": 12, "answered": 0, "gave_up": 1}
-        assert live.facade.metrics.placement_pods.labels("no_leader")._value.get() == 12
+        await batch(live, 2)
+        assert counted(live) == {"pre-placed": 0, "unbound": 2, "answered": 0, "gave_up": 0}
+        async with placing_controller(cluster, "a") as a:
+            await wait_until_async(lambda: serving(a), timeout_s=10)
+            await batch(live, 2)
+        assert counted(live) == {"pre-placed": 2, "unbound": 2, "answered": 0, "gave_up": 0}
+        took = await batch(live, 2)
+        assert took >= placement.leader_wait_s - placement.leader_retry_s
+        assert counted(live) == {"pre-placed": 2, "unbound": 4, "answered": 0, "gave_up": 1}
+        await asyncio.gather(batch(live, 2), batch(live, 2))
+        assert counted(live) == {"pre-placed": 2, "unbound": 8, "answered": 0, "gave_up": 1}
