@@ -55,11 +55,16 @@ class PrePlacement:
         self.metrics = metrics
         self._template = template
 
-    def sending(self, n: int) -> contextlib.AbstractAsyncContextManager[None]:
-        """``n`` slots of the send window around asking for placements and sending, the
-        window sized for the client's paced rate now."""
+    def capacity(self) -> int:
+        """The send window's capacity, sized for the client's paced rate now: a batch
+        larger than it is asked for and sent in parts of at most this many."""
         pacer = self.client.pacer
         self.window.resize(self.sizing.capacity(pacer.bucket.qps if pacer.active else None))
+        return self.window.capacity
+
+    def sending(self, n: int) -> contextlib.AbstractAsyncContextManager[None]:
+        """``n`` slots of the send window around asking for placements and sending."""
+        self.capacity()
         return self.window.hold(n)
 
     async def place(self, namespace: str, pods: Mapping[int, Obj]) -> dict[str, Placement]:

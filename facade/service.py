@@ -174,11 +174,34 @@ class SandboxService:
                 async with self.unbound_window.hold(len(todo)):
                     await self._create_members(tenant, pods, ids, results)
             else:
-                async with self.fast.sending(len(todo)):
-                    await self._create_members(tenant, pods, ids, results, self.fast)
+                await self._create_preplaced(tenant, pods, ids, results, self.fast)
         sandboxes = [r for r in results if isinstance(r, Sandbox)]
         failed = [r for r in results if isinstance(r, BatchFailure)]
         return BatchResult(sandboxes=sandboxes, failed=failed)
+
+    async def _create_preplaced(
+        self,
+        tenant: Tenant,
+        pods: dict[int, Obj],
+        ids: list[str],
+        results: list[Sandbox | BatchFailure | None],
+        fast: PrePlacement,
+    ) -> None:
+        """A batch through the send window in parts of at most its capacity, each asked for
+        and sent on its own: never more creates unanswered than the window holds (a batch of
+        100 where the server queues 50 would have the rest answered 429). The first part,
+        with the member created alone, goes before the others."""
+        items, size = list(pods.items()), fast.capacity()
+        parts = [dict(items[i : i + size]) for i in range(0, len(items), size)]
+
+        async def send(part: dict[int, Obj], first: bool) -> None:
+            async with fast.sending(len(part)):
+                await self._create_members(tenant, part, ids, results, fast, first_alone=first)
+
+        await send(parts[0], True)
+        async with asyncio.TaskGroup() as tg:
+            for part in parts[1:]:
+                tg.create_task(send(part, False))
 
     async def _create_members(
         self,
@@ -187,10 +210,14 @@ class SandboxService:
         ids: list[str],
         results: list[Sandbox | BatchFailure | None],
         fast: PrePlacement | None = None,
+        *,
+        first_alone: bool = True,
     ) -> None:
         """Create a batch's ``pods``, each outcome into ``results``; ``fast``: pre-placed
         (groups never are: a group is placed all or nothing by the binder, scheduler/gang.py),
-        the members whose placement ran out asked for once more (facade/preplace.py)."""
+        the members whose placement ran out asked for once more (facade/preplace.py).
+        ``first_alone`` False: a later part of a pre-placed batch (its first member, the
+        idempotency check, went with the first part)."""
         ns = tenant.namespace
         placements = await fast.place(ns, pods) if fast is not None else {}
         limit = asyncio.Semaphore(len(pods) if fast else self.settings.batch_concurrency)
@@ -218,12 +245,14 @@ class SandboxService:
         # replica created it for another request (not in our cache yet), the whole batch is
         # refused before any other member exists.
         todo = list(pods)
-        await one(todo[0], placements.get(ids[todo[0]]), last=True)
-        first = results[todo[0]]
-        if isinstance(first, BatchFailure) and first.reason == "idempotency_key_reused":
-            raise FacadeError(first.status, first.reason, first.message)
+        if first_alone:
+            await one(todo[0], placements.get(ids[todo[0]]), last=True)
+            first = results[todo[0]]
+            if isinstance(first, BatchFailure) and first.reason == "idempotency_key_reused":
+                raise FacadeError(first.status, first.reason, first.message)
+            todo = todo[1:]
         async with asyncio.TaskGroup() as tg:
-            for i in todo[1:]:
+            for i in todo:
                 tg.create_task(one(i, placements.get(ids[i]), last=False))
         if late and fast is not None:
             again = await fast.place(ns, late)

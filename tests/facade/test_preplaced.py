@@ -226,24 +226,36 @@ async def test_a_single_create_whose_placement_ran_out_is_placed_again(tmp_path:
 
 
 async def test_the_send_window_follows_the_paced_rate(tmp_path: Path) -> None:
-    """A client paced at 32/s holds 0.25 s of it in flight (8 creates: one batch of 8 at a
-    time), not the window's maximum: 5 batches sent at once never have more than 8 creates
-    unanswered, where a fixed window of 200 let all 40 in. All go on their nodes."""
-    client = dataclasses.replace(FAST, qps=32, burst=1)
-    sizing = WindowSizing(maximum=200, minimum=8, queue_s=0.25)
-    settings = FacadeSettings(
-        port=0, client=client, placement=LEASE, service=ServiceSettings(preplaced_window=sizing)
+    """The server grants the facade's writes 40/s and queues at most 0.25 s of them (10);
+    the rest are answered 429. The facade, paced at 40/s, holds 0.25 s of that in flight
+    (10 creates), not the window's maximum: a batch of 30 is asked for and sent in parts
+    of at most 10, each after its tokens, so the server's queue holds every create sent
+    and none is refused — sent whole (a fixed window of 200, or a batch larger than the
+    window taking all of it), its 30 creates met a queue of 10: ~19 answered 429."""
+    flow = {
+        "levels": {"slow": {"mutating": {"rate": 40, "burst": 1}, "max_queue_wait_s": 0.25}},
+        "schemas": [{"name": "facade", "level": "slow", "users": ["admin"], "precedence": 1}],
+    }
+    base = cluster_of(2, cpu="16", foreign=0.0)
+    cluster_settings = dataclasses.replace(
+        base, server=dataclasses.replace(base.server, flowcontrol=flow)
     )
-    with EmbeddedCluster(cluster_of(2, cpu="16", foreign=0.0)) as cluster:
+    sizing = WindowSizing(maximum=200, minimum=1, queue_s=0.25)
+    settings = FacadeSettings(
+        port=0,
+        client=dataclasses.replace(FAST, qps=40, burst=1),
+        placement=LEASE,
+        service=ServiceSettings(preplaced_window=sizing),
+    )
+    with EmbeddedCluster(cluster_settings) as cluster:
         async with (
             placing_controller(cluster, "a") as leader,
             live_facade(cluster.kubeconfig, settings, tmp_path) as live,
         ):
             await wait_until_async(lambda: serving(leader), timeout_s=10)
-            async with asyncio.TaskGroup() as tg:
-                for _ in range(5):
-                    tg.create_task(batch(live, 8))
-            assert creates(live, "pre-placed") == 40
+            await batch(live, 30)
+            assert creates(live, "pre-placed") == 30
             assert live.facade.service is not None and live.facade.service.fast is not None
             window = live.facade.service.fast.window
-            assert (window.capacity, window.peak, window.in_flight) == (8, 8, 0)
+            assert (window.capacity, window.peak, window.in_flight) == (10, 10, 0)
+        assert writes_by(cluster, "admin", resource="pods", code="429") == 0
