@@ -86,14 +86,15 @@ WAIT_UNTIL: dict[str, frozenset[SandboxState]] = {
 @dataclass(frozen=True, slots=True)
 class ServiceSettings:
     #: Unbound pod creates of one batch in flight at once (the client's token bucket still
-    #: applies); a pre-placed batch sends all of its creates at once, bounded by the send
-    #: window below, since each of them must go out within its placement's second.
+    #: applies); a pre-placed batch sends all of a part's creates at once, its parts no
+    #: larger than the send window below, since each must go out within its placement's
+    #: second.
     batch_concurrency: int = 64
     #: Pre-placed creates unanswered at once, all batches together (facade/window.py): a
     #: batch asks for placements only when it fits, so its creates are sent within ~the
     #: window / the granted rate of the answer, inside its ~1 s validity. The capacity
     #: follows the client's paced rate (0.25 s of it: 200 at the 1,000/s ceiling, ~50
-    #: at 200/s), between ``minimum`` and ``maximum``.
+    #: at 200/s), between ``minimum`` and ``maximum``; a larger batch goes in parts.
     preplaced_window: WindowSizing = field(default_factory=WindowSizing)
     #: Unbound creates unanswered at once (binder mode, groups): about what the server's
     #: queue holds (500/s x 0.25 s in the reference profile); more in flight are answered

@@ -26,7 +26,8 @@ smaller window sending less and measuring less.
 
 Waiters are served in arrival order (a batch is never overtaken by smaller ones behind
 it); a request for more than the whole window waits for an empty window and takes it —
-the capacity *at grant time*, so a window shrunk under a waiter still serves it.
+the capacity *at grant time*, so a window shrunk under a waiter still serves it. (A
+pre-placed batch larger than the capacity is sent in parts that fit: facade/service.py.)
 """
 
 from __future__ import annotations
