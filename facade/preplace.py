@@ -13,8 +13,8 @@ create that is late twice goes unbound as before.
 
 The send window (facade/window.py) is held around the asks and the sends, and a batch's
 tokens are taken before each ask: what is asked for can go out at once. Before each hold
-the window's capacity is set from the client's paced rate, its estimate of what the server
-grants (:class:`~facade.window.WindowSizing`).
+the window's capacity is set from the grant the client's pacer has seen
+(:class:`~facade.window.WindowSizing`).
 """
 
 from __future__ import annotations
@@ -56,10 +56,9 @@ class PrePlacement:
         self._template = template
 
     def capacity(self) -> int:
-        """The send window's capacity, sized for the client's paced rate now: a batch
+        """The send window's capacity, sized for the grant seen now: a batch
         larger than it is asked for and sent in parts of at most this many."""
-        pacer = self.client.pacer
-        self.window.resize(self.sizing.capacity(pacer.bucket.qps if pacer.active else None))
+        self.window.resize(self.sizing.capacity(self.client.pacer.grant()))
         return self.window.capacity
 
     def sending(self, n: int) -> contextlib.AbstractAsyncContextManager[None]:

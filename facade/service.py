@@ -93,8 +93,9 @@ class ServiceSettings:
     #: Pre-placed creates unanswered at once, all batches together (facade/window.py): a
     #: batch asks for placements only when it fits, so its creates are sent within ~the
     #: window / the granted rate of the answer, inside its ~1 s validity. The capacity
-    #: follows the client's paced rate (0.25 s of it: 200 at the 1,000/s ceiling, ~50
-    #: at 200/s), between ``minimum`` and ``maximum``; a larger batch goes in parts.
+    #: follows the grant the client's pacer has seen (0.25 s of it, ~50 at 200/s; the
+    #: maximum while the server refused nothing), between ``minimum`` and ``maximum``; a
+    #: larger batch goes in parts.
     preplaced_window: WindowSizing = field(default_factory=WindowSizing)
     #: Unbound creates unanswered at once (binder mode, groups): about what the server's
     #: queue holds (500/s x 0.25 s in the reference profile); more in flight are answered

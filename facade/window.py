@@ -15,14 +15,18 @@ grants, whatever the client's token rate.
 Why the capacity follows the grant: a fixed window is sized for one rate. 200 creates are
 0.4 s of the reference's 500/s, but 1 s of a level granting 200/s, whose queue holds
 ~50 (200/s x 0.25 s): the creates past it were answered 429 (5.8-7.1% of the writes,
-BENCHMARKS.md). :class:`WindowSizing` makes the capacity the client's paced rate times
-``queue_s``, between a floor and the configured maximum. The paced rate, not the
-successes counted: the pacer (kube/ratelimit.py) lowers its rate to 0.9 x what the server
-admitted when the server refuses, and raises it while the answers are fast, so it is the
-client's estimate of the grant; the successes of the last second are only what was
-*asked*, and on a machine that cannot keep up with the grant (the reference burst: ~350
-creates/s against 500/s granted) a window sized from them would shrink itself, each
-smaller window sending less and measuring less.
+BENCHMARKS.md). :class:`WindowSizing` makes the capacity the grant the client's pacer has
+seen (kube/ratelimit.py, ``AdaptivePacer.grant``: the successes of the last second, once
+the server has refused one of our requests) times ``queue_s``, between a floor and the
+configured maximum; a pre-placed batch larger than that goes in parts (facade/service.py).
+Not the pacer's own rate: one decrease at most halves it and the fast answers of the
+server's refilled burst raise it again, so it stayed near twice the grant and a window
+sized from it still drew 5.6% 429s at 200/s. Not before the server refused anything: then
+the successes are only what we asked — on a machine that cannot keep up with the grant
+(the reference burst: ~350 creates/s of 500/s granted) — and the capacity is the maximum.
+Sized from its own successes the window corrects itself: it grows while creates are
+answered within ``queue_s`` (in flight / throughput = the answer's time) and shrinks
+while the server queues them longer.
 
 Waiters are served in arrival order (a batch is never overtaken by smaller ones behind
 it); a request for more than the whole window waits for an empty window and takes it —
@@ -44,16 +48,17 @@ __all__ = ["SendWindow", "WindowSizing"]
 
 @dataclass(frozen=True, slots=True)
 class WindowSizing:
-    """The pre-placed window's capacity from the client's paced rate (module docstring)."""
+    """The pre-placed window's capacity from the grant seen (module docstring)."""
 
-    #: Never more (and the capacity while no rate is known: no pacer, unlimited client).
+    #: Never more (and the capacity while no grant is known: nothing refused yet, or no
+    #: pacer).
     maximum: int = 200
-    #: Never less: a pacer at its floor (5/s) still lets a few creates go at once.
+    #: Never less: after a pause (no successes in the last second) a few creates still go
+    #: at once, and their answers size the window again.
     minimum: int = 32
-    #: Seconds of the paced rate the window holds: about what the server queues before it
+    #: Seconds of the grant the window holds: about what the server queues before it
     #: answers 429 (APF's queues; 0.25 s in the reference profile), and well inside a
-    #: placement's ~1 s. 200 at the facade's 1,000/s ceiling (where the pacer stays while
-    #: nothing is refused: the reference burst), ~50 at 200/s.
+    #: placement's ~1 s: ~50 at 200/s.
     queue_s: float = 0.25
 
     def __post_init__(self) -> None:
@@ -62,11 +67,11 @@ class WindowSizing:
         if self.queue_s <= 0:
             raise ValueError("window sizing needs queue_s > 0")
 
-    def capacity(self, rate: float | None) -> int:
-        """For a paced ``rate`` (requests/s); None: not paced (no estimate) — the maximum."""
-        if rate is None:
+    def capacity(self, grant: float | None) -> int:
+        """For a ``grant`` (requests/s); None: not known — the maximum."""
+        if grant is None:
             return self.maximum
-        return min(self.maximum, max(self.minimum, math.ceil(rate * self.queue_s)))
+        return min(self.maximum, max(self.minimum, math.ceil(grant * self.queue_s)))
 
 
 class SendWindow:

@@ -2,7 +2,7 @@
 arrival order (a large batch is not overtaken by small ones), a request above the capacity
 takes the whole window, and a cancelled waiter gives back what it held or waited for — also
 while the capacity moves (``resize``: hypothesis drives holds, releases, cancels and
-resizes), and the capacity follows the paced rate (``WindowSizing``)."""
+resizes), and the capacity follows the grant seen (``WindowSizing``)."""
 
 from __future__ import annotations
 
@@ -157,10 +157,10 @@ async def test_a_shrink_below_a_waiters_request_still_serves_it() -> None:
     assert (order, window.in_flight, window.peak) == ([2, 8], 0, 3)
 
 
-def test_the_capacity_follows_the_paced_rate_between_floor_and_maximum() -> None:
+def test_the_capacity_follows_the_grant_between_floor_and_maximum() -> None:
     sizing = WindowSizing(maximum=200, minimum=32, queue_s=0.25)
-    assert sizing.capacity(None) == 200  # not paced: no estimate
-    assert sizing.capacity(1000.0) == 200  # the facade's ceiling, nothing refused
+    assert sizing.capacity(None) == 200  # no grant known (nothing refused, or no pacer)
+    assert sizing.capacity(1000.0) == 200
     assert sizing.capacity(200.0) == 50  # a level granting 200/s queues ~50
     assert sizing.capacity(5.0) == 32
     with pytest.raises(ValueError, match="minimum"):
