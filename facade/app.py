@@ -53,7 +53,7 @@ class FacadeSettings:
     #: long (s) to finish before they are cancelled.
     shutdown_grace_s: float = 5.0
     #: More connections than the send window holds creates (ServiceSettings.
-    #: preplaced_in_flight, 200): a pre-placed create the window lets through never waits
+    #: preplaced_window, at most 200): a pre-placed create the window lets through never waits
     #: for a connection past its placement's second.
     client: ClientSettings = field(
         default_factory=lambda: ClientSettings(
@@ -112,7 +112,12 @@ class Facade:
         self.informers.append(nodes)
         self._tasks.append(asyncio.create_task(nodes.run(), name="nodes"))
         if s.creation == "pre-placed":
-            self.placer = PlacementClient(self.client, s.placement, record=self._record_placement)
+            self.placer = PlacementClient(
+                self.client,
+                s.placement,
+                record=self._record_placement,
+                record_wait=lambda outcome: self.metrics.placement_waits.labels(outcome).inc(),
+            )
         service = self.service = SandboxService(
             self.client,
             self.index,

@@ -46,6 +46,14 @@ class FacadeMetrics:
             ["outcome"],
             registry=r,
         )
+        self.placement_waits = Counter(
+            "sandman_facade_placement_waits",
+            "Placement asks that found no leader and were repeated until one answered or "
+            "leader_wait_s ran out, by outcome: answered, gave_up (the pods went unbound; "
+            "kube/placement.py WAIT_OUTCOMES).",
+            ["outcome"],
+            registry=r,
+        )
         self.placements_ran_out = Counter(
             "sandman_facade_placements_ran_out",
             "Pre-placed creates not sent because their placement ran out first (each asked "

@@ -12,7 +12,9 @@ answers a pod it still holds a reservation for with the same node, so the capaci
 once, and a create that is late twice goes unbound as before.
 
 The send window (facade/window.py) is held around the asks and the sends, and a batch's
-tokens are taken before each ask: what is asked for can go out at once.
+tokens are taken before each ask: what is asked for can go out at once. Before each hold
+the window's capacity is set from the grant the client's pacer has seen
+(:class:`~facade.window.WindowSizing`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from kube.cache import Obj
 from kube.placement import Placement, PlacementClient
 
 from .metrics import FacadeMetrics
-from .window import SendWindow
+from .window import SendWindow, WindowSizing
 
 __all__ = ["PlacementRanOut", "PrePlacement"]
 
@@ -42,18 +44,26 @@ class PrePlacement:
         self,
         client: KubeClient,
         placer: PlacementClient,
-        window: SendWindow,
+        sizing: WindowSizing,
         metrics: FacadeMetrics,
         template: Callable[[Obj], Obj],
     ) -> None:
         self.client = client
         self.placer = placer
-        self.window = window
+        self.sizing = sizing
+        self.window = SendWindow(sizing.capacity(None))
         self.metrics = metrics
         self._template = template
 
+    def capacity(self) -> int:
+        """The send window's capacity, sized for the grant seen now: a batch
+        larger than it is asked for and sent in parts of at most this many."""
+        self.window.resize(self.sizing.capacity(self.client.pacer.grant()))
+        return self.window.capacity
+
     def sending(self, n: int) -> contextlib.AbstractAsyncContextManager[None]:
         """``n`` slots of the send window around asking for placements and sending."""
+        self.capacity()
         return self.window.hold(n)
 
     async def place(self, namespace: str, pods: Mapping[int, Obj]) -> dict[str, Placement]:

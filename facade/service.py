@@ -28,7 +28,7 @@ import base64
 import hashlib
 import logging
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import msgspec
@@ -70,7 +70,7 @@ from .podspec import DaemonDelivery, PodSpecError, SandboxClass, SandboxRequest,
 from .preplace import PlacementRanOut, PrePlacement
 from .tenancy import Tenant, TenantDirectory
 from .tokens import TokenMinter
-from .window import SendWindow
+from .window import SendWindow, WindowSizing
 
 __all__ = ["SandboxService", "ServiceSettings"]
 
@@ -86,13 +86,17 @@ WAIT_UNTIL: dict[str, frozenset[SandboxState]] = {
 @dataclass(frozen=True, slots=True)
 class ServiceSettings:
     #: Unbound pod creates of one batch in flight at once (the client's token bucket still
-    #: applies); a pre-placed batch sends all of its creates at once, bounded by the send
-    #: window below, since each of them must go out within its placement's second.
+    #: applies); a pre-placed batch sends all of a part's creates at once, its parts no
+    #: larger than the send window below, since each must go out within its placement's
+    #: second.
     batch_concurrency: int = 64
     #: Pre-placed creates unanswered at once, all batches together (facade/window.py): a
-    #: batch asks for placements only when it fits, so its creates are sent within ~this
-    #: many / the granted rate (0.4 s at 500/s) of the answer, inside its ~1 s validity.
-    preplaced_in_flight: int = 200
+    #: batch asks for placements only when it fits, so its creates are sent within ~the
+    #: window / the granted rate of the answer, inside its ~1 s validity. The capacity
+    #: follows the grant the client's pacer has seen (0.25 s of it, ~50 at 200/s; the
+    #: maximum while the server refused nothing), between ``minimum`` and ``maximum``; a
+    #: larger batch goes in parts.
+    preplaced_window: WindowSizing = field(default_factory=WindowSizing)
     #: Unbound creates unanswered at once (binder mode, groups): about what the server's
     #: queue holds (500/s x 0.25 s in the reference profile); more in flight are answered
     #: 429 and sent again (a create + bind burst drew 6-10% 429s with 256 in flight).
@@ -126,9 +130,7 @@ class SandboxService:
         self.fast = (
             None
             if placer is None
-            else PrePlacement(
-                client, placer, SendWindow(self.settings.preplaced_in_flight), metrics, _template
-            )
+            else PrePlacement(client, placer, self.settings.preplaced_window, metrics, _template)
         )
 
     # --- create ---------------------------------------------------------------------------
@@ -174,11 +176,34 @@ class SandboxService:
                 async with self.unbound_window.hold(len(todo)):
                     await self._create_members(tenant, pods, ids, results)
             else:
-                async with self.fast.sending(len(todo)):
-                    await self._create_members(tenant, pods, ids, results, self.fast)
+                await self._create_preplaced(tenant, pods, ids, results, self.fast)
         sandboxes = [r for r in results if isinstance(r, Sandbox)]
         failed = [r for r in results if isinstance(r, BatchFailure)]
         return BatchResult(sandboxes=sandboxes, failed=failed)
+
+    async def _create_preplaced(
+        self,
+        tenant: Tenant,
+        pods: dict[int, Obj],
+        ids: list[str],
+        results: list[Sandbox | BatchFailure | None],
+        fast: PrePlacement,
+    ) -> None:
+        """A batch through the send window in parts of at most its capacity, each asked for
+        and sent on its own: never more creates unanswered than the window holds (a batch of
+        100 where the server queues 50 would have the rest answered 429). The first part,
+        with the member created alone, goes before the others."""
+        items, size = list(pods.items()), fast.capacity()
+        parts = [dict(items[i : i + size]) for i in range(0, len(items), size)]
+
+        async def send(part: dict[int, Obj], first: bool) -> None:
+            async with fast.sending(len(part)):
+                await self._create_members(tenant, part, ids, results, fast, first_alone=first)
+
+        await send(parts[0], True)
+        async with asyncio.TaskGroup() as tg:
+            for part in parts[1:]:
+                tg.create_task(send(part, False))
 
     async def _create_members(
         self,
@@ -187,10 +212,14 @@ class SandboxService:
         ids: list[str],
         results: list[Sandbox | BatchFailure | None],
         fast: PrePlacement | None = None,
+        *,
+        first_alone: bool = True,
     ) -> None:
         """Create a batch's ``pods``, each outcome into ``results``; ``fast``: pre-placed
         (groups never are: a group is placed all or nothing by the binder, scheduler/gang.py),
-        the members whose placement ran out asked for once more (facade/preplace.py)."""
+        the members whose placement ran out asked for once more (facade/preplace.py).
+        ``first_alone`` False: a later part of a pre-placed batch (its first member, the
+        idempotency check, went with the first part)."""
         ns = tenant.namespace
         placements = await fast.place(ns, pods) if fast is not None else {}
         limit = asyncio.Semaphore(len(pods) if fast else self.settings.batch_concurrency)
@@ -218,12 +247,14 @@ class SandboxService:
         # replica created it for another request (not in our cache yet), the whole batch is
         # refused before any other member exists.
         todo = list(pods)
-        await one(todo[0], placements.get(ids[todo[0]]), last=True)
-        first = results[todo[0]]
-        if isinstance(first, BatchFailure) and first.reason == "idempotency_key_reused":
-            raise FacadeError(first.status, first.reason, first.message)
+        if first_alone:
+            await one(todo[0], placements.get(ids[todo[0]]), last=True)
+            first = results[todo[0]]
+            if isinstance(first, BatchFailure) and first.reason == "idempotency_key_reused":
+                raise FacadeError(first.status, first.reason, first.message)
+            todo = todo[1:]
         async with asyncio.TaskGroup() as tg:
-            for i in todo[1:]:
+            for i in todo:
                 tg.create_task(one(i, placements.get(ids[i]), last=False))
         if late and fast is not None:
             again = await fast.place(ns, late)

@@ -18,6 +18,18 @@ election (one replica) is given to the facade as a fixed URL instead.
 unreachable within ``timeout_s``, a 503 while a new leader waits out its predecessor's
 placements, no room — leaves the pod to be created unbound, as before.
 
+**A failover is waited out, briefly.** A leader change takes 3.5-4 s (controller/leader.py:
+a 3 s lease, then the new leader's quiet time before it serves); creating every pod asked
+about meanwhile unbound cost ~4,000 binds in a reference burst (1.35 writes per sandbox,
+BENCHMARKS.md). So an ask that finds no leader (none on the Lease, the call failing, 503)
+is repeated every ``leader_retry_s`` until ``leader_wait_s`` after the leader was first
+missed, and only then are the pods given up to the binder. The bound counts from the
+first miss, not per ask: once a leader has been missing for longer (a controller down for
+good), every ask falls back at once, as before, until a leader answers again. Only a
+leader that answered before is waited for: a facade that never found one (the controller
+not deployed yet, or not at all) creates unbound at once, as before — there is no
+failover to wait out.
+
 **Never overcommit.** A placement is good for ``valid_for_s`` (the leader's answer): the
 facade must *send* the create within that time after it asked (:meth:`KubeClient.request`'s
 ``send_by``), or ask again (the leader answers a pod it still holds a reservation for with
@@ -49,6 +61,7 @@ __all__ = [
     "ANNOTATION_PLACEMENT_URL",
     "OUTCOMES",
     "PLACEMENT_PATH",
+    "WAIT_OUTCOMES",
     "Placement",
     "PlacementAnswer",
     "PlacementClient",
@@ -65,6 +78,9 @@ PLACEMENT_PATH = "/internal/v1/placements"
 #: (the leader had no room); the call failed (unreachable, 503 while a new leader waits,
 #: timeout); no leader to ask (no holder, or it publishes no URL).
 OUTCOMES = ("placed", "no_room", "call_failed", "no_leader")
+#: How an ask that waited for a leader ended: a leader answered, or the wait ran out (the
+#: pods go unbound).
+WAIT_OUTCOMES = ("answered", "gave_up")
 
 
 class PlacementRequest(msgspec.Struct, forbid_unknown_fields=True):
@@ -106,10 +122,18 @@ class PlacementClientSettings:
     leader_refresh_s: float = 1.0
     #: The facade's own cap on a placement's life, whatever the leader says.
     max_valid_for_s: float = 2.0
+    #: How long after the leader was first missed an ask is repeated before its pods go
+    #: unbound: a failover (the controller's 3 s lease, its 0.5 s hand-over quiet time and
+    #: a renewal's retry) fits; 0: fall back at once.
+    leader_wait_s: float = 4.0
+    #: Between the asks of that wait.
+    leader_retry_s: float = 0.25
 
     def __post_init__(self) -> None:
         if min(self.timeout_s, self.leader_refresh_s, self.max_valid_for_s) <= 0:
             raise ValueError("timeout_s, leader_refresh_s and max_valid_for_s must be > 0")
+        if self.leader_wait_s < 0 or self.leader_retry_s <= 0:
+            raise ValueError("leader_wait_s must be >= 0 and leader_retry_s > 0")
 
 
 class PlacementClient:
@@ -122,6 +146,7 @@ class PlacementClient:
         *,
         clock: Callable[[], float] = time.monotonic,
         record: Callable[[str, int], None] | None = None,
+        record_wait: Callable[[str], None] | None = None,
     ) -> None:
         self.api = api
         self.settings = settings or PlacementClientSettings()
@@ -134,6 +159,12 @@ class PlacementClient:
         self._decoder = msgspec.json.Decoder(PlacementAnswer)
         #: ``record(outcome, pods)`` after every call, outcome one of :data:`OUTCOMES`.
         self._record = record or (lambda _outcome, _n: None)
+        #: ``record_wait(outcome)`` after every ask that waited, one of :data:`WAIT_OUTCOMES`.
+        self._record_wait = record_wait or (lambda _outcome: None)
+        #: When the leader was first missed (None: the last ask was answered), and whether
+        #: a leader ever answered: only a leader that was there is waited for.
+        self._missed_since: float | None = None
+        self._led = False
 
     async def close(self) -> None:
         if self._reading is not None:
@@ -148,20 +179,48 @@ class PlacementClient:
     async def place(
         self, namespace: str, names: Sequence[str], template: dict[str, Any]
     ) -> dict[str, Placement]:
-        """Placements for as many of ``names`` as the leader could place; {} on any failure."""
+        """Placements for as many of ``names`` as the leader could place; {} on any failure
+        — after waiting for a missing leader (module docstring)."""
         if not names:
             return {}
-        sent_at = self._clock()
+        s, request = self.settings, PlacementRequest(namespace, list(names), template)
+        waited = False
+        while True:
+            sent_at = self._clock()
+            answer, failure = await self._ask(request)
+            if answer is not None:
+                self._missed_since, self._led = None, True
+                if waited:
+                    self._record_wait("answered")
+                return self._placed(names, answer, sent_at)
+            now = self._clock()
+            if self._missed_since is None:
+                self._missed_since = now
+            if not self._led or now + s.leader_retry_s > self._missed_since + s.leader_wait_s:
+                if waited:
+                    self._record_wait("gave_up")
+                log.info("placement failed (%s): %d pods go unbound", failure, len(names))
+                return self._failed(len(names), failure)
+            waited = True
+            self._read_at = -float("inf")  # the next ask reads the Lease again
+            await asyncio.sleep(s.leader_retry_s)
+
+    async def _ask(self, request: PlacementRequest) -> tuple[PlacementAnswer | None, str]:
+        """The leader's answer, or None and the outcome of the failure."""
         try:
             async with asyncio.timeout(self.settings.timeout_s):
                 url = await self._leader_url()
                 if not url:
-                    return self._failed(len(names), "no_leader")
-                answer = await self._call(url, PlacementRequest(namespace, list(names), template))
+                    return None, "no_leader"
+                return await self._call(url, request), ""
         except (TimeoutError, aiohttp.ClientError, KubeError, msgspec.DecodeError, OSError) as e:
-            log.info("placement call failed (%s): %d pods go unbound", type(e).__name__, len(names))
+            log.debug("placement call failed: %s", type(e).__name__)
             self._read_at = -float("inf")  # the leader may have changed: read the Lease again
-            return self._failed(len(names))
+            return None, "call_failed"
+
+    def _placed(
+        self, names: Sequence[str], answer: PlacementAnswer, sent_at: float
+    ) -> dict[str, Placement]:
         valid = min(answer.valid_for_s, self.settings.max_valid_for_s)
         out = {
             name: Placement(node, sent_at + valid)
@@ -172,7 +231,7 @@ class PlacementClient:
         self._record("no_room", len(names) - len(out))
         return out
 
-    def _failed(self, n: int, outcome: str = "call_failed") -> dict[str, Placement]:
+    def _failed(self, n: int, outcome: str) -> dict[str, Placement]:
         self._record(outcome, n)
         return {}
 

@@ -153,6 +153,12 @@ class AdaptivePacer:
         span = min(self.settings.window_s, now - self._born)
         return len(self._ok) / max(span, self.settings.window_s / 10)
 
+    def grant(self) -> float | None:
+        """The server's grant as far as it has shown it: :meth:`granted` once it refused
+        one of our requests (a 429 lowered the rate); None before, or when not pacing —
+        then what it admitted is only what we asked, and its grant may be anything above."""
+        return self.granted() if self.active and self.decreases else None
+
     def _trim(self, now: float) -> None:
         horizon = now - self.settings.window_s
         while self._ok and self._ok[0] < horizon:

@@ -17,6 +17,7 @@ import pytest
 from controller.app import Controller
 from facade.app import FacadeSettings
 from facade.service import ServiceSettings
+from facade.window import WindowSizing
 from kube import PODS, KubeClient
 from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import CONTROLLER_USER, cluster_of, writes_by
@@ -125,7 +126,7 @@ async def test_batches_behind_a_queueing_server_ask_only_when_they_can_be_sent(
         port=0,
         client=FAST,
         placement=placement,
-        service=ServiceSettings(preplaced_in_flight=4),
+        service=ServiceSettings(preplaced_window=WindowSizing(maximum=4, minimum=4)),
     )
     with EmbeddedCluster(settings) as cluster:
         async with (
@@ -222,3 +223,46 @@ async def test_a_single_create_whose_placement_ran_out_is_placed_again(tmp_path:
             for _ in range(12):
                 tg.create_task(one())
         assert_placed_again(live, 12)
+
+
+async def test_the_send_window_follows_the_granted_rate(tmp_path: Path) -> None:
+    """The server grants the facade's writes 40/s and queues at most 0.25 s of them (10);
+    the rest are answered 429. A first batch of 30, sent whole (the grant not known yet),
+    meets that queue and draws 429s; from then on the facade holds 0.2 s of the grant it
+    saw in flight (8 creates): a batch of 20 is asked for and sent in parts of at most 8,
+    each after the one before was answered, so the server's queue holds every create sent
+    and none is refused — sent whole (a fixed window of 200, or one sized from the
+    client's own lowered rate, still ~250/s), its 20 creates met a queue of 10 again."""
+    flow = {
+        "levels": {"slow": {"mutating": {"rate": 40, "burst": 1}, "max_queue_wait_s": 0.25}},
+        "schemas": [{"name": "facade", "level": "slow", "users": ["admin"], "precedence": 1}],
+    }
+    base = cluster_of(2, cpu="16", foreign=0.0)
+    cluster_settings = dataclasses.replace(
+        base, server=dataclasses.replace(base.server, flowcontrol=flow)
+    )
+    sizing = WindowSizing(maximum=200, minimum=1, queue_s=0.2)
+    settings = FacadeSettings(
+        port=0,
+        client=dataclasses.replace(FAST, qps=1000, burst=1000),
+        placement=LEASE,
+        service=ServiceSettings(preplaced_window=sizing),
+    )
+    with EmbeddedCluster(cluster_settings) as cluster:
+        async with (
+            placing_controller(cluster, "a") as leader,
+            live_facade(cluster.kubeconfig, settings, tmp_path) as live,
+        ):
+            await wait_until_async(lambda: serving(leader), timeout_s=10)
+            body = {"spec": SPEC, "count": 30}
+            async with live.http.post("/v1/batches", json=body) as r:
+                assert r.status == 201, await r.text()
+            refused = writes_by(cluster, "admin", resource="pods", code="429")
+            assert refused > 0  # the grant shown
+            placed = creates(live, "pre-placed")
+            await batch(live, 20)
+            assert creates(live, "pre-placed") - placed == 20
+            assert writes_by(cluster, "admin", resource="pods", code="429") == refused
+            assert live.facade.service is not None and live.facade.service.fast is not None
+            window = live.facade.service.fast.window
+            assert window.capacity <= 9 and window.in_flight == 0

@@ -35,6 +35,23 @@ def pacer(qps: float = 1000.0, **settings: float) -> tuple[AdaptivePacer, Clock]
     return AdaptivePacer(bucket, PacerSettings(**settings), clock), clock  # type: ignore[arg-type]
 
 
+def test_the_grant_is_known_once_the_server_refused() -> None:
+    """What was admitted is the server's grant only once it refused something: before,
+    it is what we asked (None); after, the successes of the last second."""
+    p, clock = pacer()
+    for i in range(300):
+        clock.now = i / 300
+        p.answered(0.005)
+    assert p.grant() is None
+    p.throttled(clock.now)
+    assert p.grant() == pytest.approx(300, rel=0.02)
+    clock.now += 2.0  # nothing answered since: nothing granted in the last second
+    assert p.grant() == 0.0
+    off, _ = pacer(enabled=False)  # type: ignore[arg-type]
+    off.throttled()
+    assert off.grant() is None
+
+
 def test_a_429_lowers_the_rate_to_a_share_of_what_was_granted() -> None:
     p, clock = pacer(cooldown_s=0.1)
     for i in range(400):  # 400 answers within the last second: the server grants ~400/s

@@ -1,0 +1,96 @@
+"""A placement ask that finds no leader waits for one (kube/placement.py,
+``leader_wait_s``), through the facade's own HTTP API with real controllers: a leader
+change shorter than the bound costs no unbound create; a controller that is gone for good
+costs each batch at most the bound once — then the pods go unbound at once, as before."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from facade.app import FacadeSettings
+from simcluster.embedded import EmbeddedCluster
+from tests.support.controller import CONTROLLER_USER, cluster_of, writes_by
+from tests.support.facade import LiveFacade, live_facade
+from tests.support.kube import FAST
+from tests.support.placement import LEASE, placing_controller, serving
+from tests.support.wait import wait_until_async
+
+pytestmark = pytest.mark.anyio
+
+SPEC = {"image": "registry.local/task:1", "owner": "run-1"}
+
+
+@pytest.fixture
+def cluster() -> Iterator[EmbeddedCluster]:
+    with EmbeddedCluster(cluster_of(2, cpu="4", foreign=0.0)) as c:
+        yield c
+
+
+async def batch(live: LiveFacade, count: int) -> float:
+    """Seconds the facade took to create a batch of ``count``."""
+    started = time.monotonic()
+    async with live.http.post("/v1/batches", json={"spec": SPEC, "count": count}) as r:
+        assert r.status == 201, await r.text()
+        assert len((await r.json())["sandboxes"]) == count
+    return time.monotonic() - started
+
+
+def counted(live: LiveFacade) -> dict[str, float]:
+    m = live.facade.metrics
+    return {
+        "pre-placed": m.creates.labels("pre-placed")._value.get(),
+        "unbound": m.creates.labels("unbound")._value.get(),
+        "answered": m.placement_waits.labels("answered")._value.get(),
+        "gave_up": m.placement_waits.labels("gave_up")._value.get(),
+    }
+
+
+async def test_a_leader_change_within_the_bound_costs_no_unbound_create(
+    cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
+    """The leader stops (its standby takes over, then waits out its predecessor's
+    placements: ~1.5 s of refused asks); a batch sent the moment it stopped waits for the
+    new leader and goes on its nodes — one write per sandbox, no bind."""
+    settings = FacadeSettings(port=0, client=FAST, placement=LEASE)
+    async with (
+        live_facade(cluster.kubeconfig, settings, tmp_path) as live,
+        placing_controller(cluster, "b") as b,
+        placing_controller(cluster, "a") as a,
+    ):
+        await wait_until_async(lambda: serving(a) or serving(b), timeout_s=10)
+        first, second = (a, b) if serving(a) else (b, a)
+        await batch(live, 4)  # the facade knows the leader
+        first.stop()
+        await batch(live, 8)
+        assert counted(live) == {"pre-placed": 12, "unbound": 0, "answered": 1, "gave_up": 0}
+        assert serving(second)
+    assert writes_by(cluster, CONTROLLER_USER, resource="pods", subresource="binding") == 0
+
+
+async def test_a_controller_gone_for_good_stalls_a_batch_at_most_the_bound_once(
+    cluster: EmbeddedCluster, tmp_path: Path
+) -> None:
+    """Before any leader answered, a batch is created unbound at once (no failover to wait
+    out). The only controller then stops for good: the next batch waits ``leader_wait_s``
+    (1 s here) and is created unbound; the ones after it, the leader missing for longer
+    than the bound, fall back at once."""
+    placement = dataclasses.replace(LEASE, leader_wait_s=1.0, leader_retry_s=0.2)
+    settings = FacadeSettings(port=0, client=FAST, placement=placement)
+    async with live_facade(cluster.kubeconfig, settings, tmp_path) as live:
+        await batch(live, 2)
+        assert counted(live) == {"pre-placed": 0, "unbound": 2, "answered": 0, "gave_up": 0}
+        async with placing_controller(cluster, "a") as a:
+            await wait_until_async(lambda: serving(a), timeout_s=10)
+            await batch(live, 2)
+        assert counted(live) == {"pre-placed": 2, "unbound": 2, "answered": 0, "gave_up": 0}
+        took = await batch(live, 2)
+        assert took >= placement.leader_wait_s - placement.leader_retry_s
+        assert counted(live) == {"pre-placed": 2, "unbound": 4, "answered": 0, "gave_up": 1}
+        await asyncio.gather(batch(live, 2), batch(live, 2))
+        assert counted(live) == {"pre-placed": 2, "unbound": 8, "answered": 0, "gave_up": 1}
