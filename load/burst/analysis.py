@@ -270,16 +270,17 @@ class ApiCounters:
         )
 
 
-_SAMPLE = re.compile(r"^(\w+)\{([^}]*)\}\s+(\S+)$")
+_SAMPLE = re.compile(r"^(\w+)(?:\{([^}]*)\})?\s+(\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 def parse_samples(text: str) -> Iterator[tuple[str, Mapping[str, str], float]]:
-    """(metric name, labels, value) of every labelled sample of a Prometheus text."""
+    """(metric name, labels, value) of every sample of a Prometheus text (labels ``{}``
+    for a sample without any)."""
     for line in text.splitlines():
         m = _SAMPLE.match(line)
         if m:
-            yield m.group(1), _labels(m.group(2)), float(m.group(3))
+            yield m.group(1), _labels(m.group(2) or ""), float(m.group(3))
 
 
 def parse_metrics(text: str) -> ApiCounters:

@@ -61,10 +61,13 @@ async def count_pods(client: KubeClient, namespace: str, label_selector: str) ->
 
 
 #: The facades' own counters of how each pod was created (the API server cannot tell a
-#: pre-placed create from an unbound one that fell back): metric name -> its label.
+#: pre-placed create from an unbound one that fell back), why, and the failovers waited
+#: out: metric name -> its label ("" for none).
 FACADE_COUNTERS = {
     "sandman_facade_pod_creates_total": "placement",
     "sandman_facade_placement_pods_total": "outcome",
+    "sandman_facade_placement_waits_total": "outcome",
+    "sandman_facade_placements_ran_out_total": "",
 }
 
 
@@ -80,6 +83,7 @@ async def facade_counters(urls: list[str]) -> dict[str, float]:
             for name, labels, value in parse_samples(text):
                 label = FACADE_COUNTERS.get(name)
                 if label is not None:
-                    key = f"{name.removeprefix('sandman_facade_')}{{{labels.get(label, '')}}}"
+                    which = f"{{{labels.get(label, '')}}}" if label else ""
+                    key = f"{name.removeprefix('sandman_facade_')}{which}"
                     out[key] = out.get(key, 0.0) + value
     return dict(sorted(out.items()))
