@@ -23,7 +23,6 @@ gets a 502 ``cluster_forbidden`` and the facade's log an error naming the 403.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import logging
@@ -62,6 +61,7 @@ from sandman.wire.facade import (
     SandboxState,
 )
 
+from .batch import BatchMembers, CreatePod
 from .errors import FacadeError, from_kube_error
 from .index import SandboxIndex, WaitAborted
 from .leases import OwnerLeaseWriter
@@ -172,95 +172,24 @@ class SandboxService:
                     annotations = pod["metadata"]["annotations"]
                     annotations[ANNOTATION_GROUP] = batch.group
                     annotations[ANNOTATION_GROUP_SIZE] = str(batch.count)
+            members = BatchMembers(self._member_create(tenant), tenant.namespace, ids, results)
             if self.fast is None or batch.group is not None:
                 async with self.unbound_window.hold(len(todo)):
-                    await self._create_members(tenant, pods, ids, results)
+                    await members.unbound(pods, self.settings.batch_concurrency)
             else:
-                await self._create_preplaced(tenant, pods, ids, results, self.fast)
+                await members.preplaced(pods, self.fast)
         sandboxes = [r for r in results if isinstance(r, Sandbox)]
         failed = [r for r in results if isinstance(r, BatchFailure)]
         return BatchResult(sandboxes=sandboxes, failed=failed)
 
-    async def _create_preplaced(
-        self,
-        tenant: Tenant,
-        pods: dict[int, Obj],
-        ids: list[str],
-        results: list[Sandbox | BatchFailure | None],
-        fast: PrePlacement,
-    ) -> None:
-        """A batch through the send window in parts of at most its capacity, each asked for
-        and sent on its own: never more creates unanswered than the window holds (a batch of
-        100 where the server queues 50 would have the rest answered 429). The first part,
-        with the member created alone, goes before the others."""
-        items, size = list(pods.items()), fast.capacity()
-        parts = [dict(items[i : i + size]) for i in range(0, len(items), size)]
+    def _member_create(self, tenant: Tenant) -> CreatePod:
+        async def create(
+            pod: Obj, placement: Placement | None, *, fast: bool, last: bool
+        ) -> Sandbox:
+            sandbox, _ = await self._create_pod(tenant, pod, placement, fast=fast, last=last)
+            return sandbox
 
-        async def send(part: dict[int, Obj], first: bool) -> None:
-            async with fast.sending(len(part)):
-                await self._create_members(tenant, part, ids, results, fast, first_alone=first)
-
-        await send(parts[0], True)
-        async with asyncio.TaskGroup() as tg:
-            for part in parts[1:]:
-                tg.create_task(send(part, False))
-
-    async def _create_members(
-        self,
-        tenant: Tenant,
-        pods: dict[int, Obj],
-        ids: list[str],
-        results: list[Sandbox | BatchFailure | None],
-        fast: PrePlacement | None = None,
-        *,
-        first_alone: bool = True,
-    ) -> None:
-        """Create a batch's ``pods``, each outcome into ``results``; ``fast``: pre-placed
-        (groups never are: a group is placed all or nothing by the binder, scheduler/gang.py),
-        the members whose placement ran out asked for once more (facade/preplace.py).
-        ``first_alone`` False: a later part of a pre-placed batch (its first member, the
-        idempotency check, went with the first part)."""
-        ns = tenant.namespace
-        placements = await fast.place(ns, pods) if fast is not None else {}
-        limit = asyncio.Semaphore(len(pods) if fast else self.settings.batch_concurrency)
-        late: dict[int, Obj] = {}
-
-        async def one(i: int, placement: Placement | None, last: bool) -> None:
-            async with limit:
-                try:
-                    created = await self._create_pod(
-                        tenant, pods[i], placement, fast=fast is not None, last=last
-                    )
-                    results[i] = created[0]
-                except PlacementRanOut:
-                    late[i] = pods[i]
-                except FacadeError as e:
-                    results[i] = BatchFailure(
-                        index=i,
-                        reason=e.reason,
-                        message=e.message,
-                        status=e.status,
-                        retry_after_s=e.retry_after_s,
-                    )
-
-        # The first alone (and never late: unbound rather than asked for again): if another
-        # replica created it for another request (not in our cache yet), the whole batch is
-        # refused before any other member exists.
-        todo = list(pods)
-        if first_alone:
-            await one(todo[0], placements.get(ids[todo[0]]), last=True)
-            first = results[todo[0]]
-            if isinstance(first, BatchFailure) and first.reason == "idempotency_key_reused":
-                raise FacadeError(first.status, first.reason, first.message)
-            todo = todo[1:]
-        async with asyncio.TaskGroup() as tg:
-            for i in todo:
-                tg.create_task(one(i, placements.get(ids[i]), last=False))
-        if late and fast is not None:
-            again = await fast.place(ns, late)
-            async with asyncio.TaskGroup() as tg:
-                for i in late:
-                    tg.create_task(one(i, again.get(ids[i]), last=True))
+        return create
 
     def _replay(self, tenant: Tenant, sid: str, digest: str) -> Sandbox | None:
         pod = self.index.current_pod(tenant.namespace, sid)
