@@ -202,7 +202,7 @@ class PlacementClient:
                 log.info("placement failed (%s): %d pods go unbound", failure, len(names))
                 return self._failed(len(names), failure)
             waited = True
-            self._read_at = -float("inf")  # the next ask reads the Lease again
+            self._reread_lease()  # a new leader may be on it by the next ask
             await asyncio.sleep(s.leader_retry_s)
 
     async def _ask(self, request: PlacementRequest) -> tuple[PlacementAnswer | None, str]:
@@ -215,7 +215,7 @@ class PlacementClient:
                 return await self._call(url, request), ""
         except (TimeoutError, aiohttp.ClientError, KubeError, msgspec.DecodeError, OSError) as e:
             log.debug("placement call failed: %s", type(e).__name__)
-            self._read_at = -float("inf")  # the leader may have changed: read the Lease again
+            self._reread_lease()  # the leader may have changed
             return None, "call_failed"
 
     def _placed(
@@ -250,6 +250,14 @@ class PlacementClient:
                     resp.request_info, (), status=resp.status, message=message
                 )
         return self._decoder.decode(body)
+
+    def _reread_lease(self) -> None:
+        """The next ask reads the Lease again — but at most once per ``leader_retry_s`` over
+        all asks: during a failover every waiting batch's ask fails each ``leader_retry_s``,
+        and a read forced by each (one read in flight, shared) read the Lease about twice
+        per retry (tests/facade/test_leader_wait.py)."""
+        s = self.settings
+        self._read_at = min(self._read_at, self._clock() - s.leader_refresh_s + s.leader_retry_s)
 
     async def _leader_url(self) -> str:
         if self.settings.url:
