@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,30 +14,25 @@ import pytest
 
 from facade.app import FacadeSettings
 from simcluster.embedded import EmbeddedCluster
-from tests.support.controller import CONTROLLER_USER, cluster_of, server_requests, writes_by
+from tests.support.controller import CONTROLLER_USER, server_requests, writes_by
 from tests.support.facade import LiveFacade, live_facade
 from tests.support.kube import FAST
-from tests.support.placement import LEASE, placing_controller, serving
+from tests.support.placement import (
+    LEASE,
+    create_batch,
+    placing_controller,
+    serving,
+    two_nodes,
+)
 from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
-SPEC = {"image": "registry.local/task:1", "owner": "run-1"}
-
 
 @pytest.fixture
 def cluster() -> Iterator[EmbeddedCluster]:
-    with EmbeddedCluster(cluster_of(2, cpu="4", foreign=0.0)) as c:
+    with two_nodes() as c:
         yield c
-
-
-async def batch(live: LiveFacade, count: int) -> float:
-    """Seconds the facade took to create a batch of ``count``."""
-    started = time.monotonic()
-    async with live.http.post("/v1/batches", json={"spec": SPEC, "count": count}) as r:
-        assert r.status == 201, await r.text()
-        assert len((await r.json())["sandboxes"]) == count
-    return time.monotonic() - started
 
 
 def counted(live: LiveFacade) -> dict[str, float]:
@@ -65,9 +59,9 @@ async def test_a_leader_change_within_the_bound_costs_no_unbound_create(
     ):
         await wait_until_async(lambda: serving(a) or serving(b), timeout_s=10)
         first, second = (a, b) if serving(a) else (b, a)
-        await batch(live, 4)  # the facade knows the leader
+        await create_batch(live, 4)  # the facade knows the leader
         first.stop()
-        await batch(live, 8)
+        await create_batch(live, 8)
         assert counted(live) == {"pre-placed": 12, "unbound": 0, "answered": 1, "gave_up": 0}
         assert serving(second)
     assert writes_by(cluster, CONTROLLER_USER, resource="pods", subresource="binding") == 0
@@ -83,16 +77,16 @@ async def test_a_controller_gone_for_good_stalls_a_batch_at_most_the_bound_once(
     placement = dataclasses.replace(LEASE, leader_wait_s=1.0, leader_retry_s=0.2)
     settings = FacadeSettings(port=0, client=FAST, placement=placement)
     async with live_facade(cluster.kubeconfig, settings, tmp_path) as live:
-        await batch(live, 2)
+        await create_batch(live, 2)
         assert counted(live) == {"pre-placed": 0, "unbound": 2, "answered": 0, "gave_up": 0}
         async with placing_controller(cluster, "a") as a:
             await wait_until_async(lambda: serving(a), timeout_s=10)
-            await batch(live, 2)
+            await create_batch(live, 2)
         assert counted(live) == {"pre-placed": 2, "unbound": 2, "answered": 0, "gave_up": 0}
-        took = await batch(live, 2)
+        took = await create_batch(live, 2)
         assert took >= placement.leader_wait_s - placement.leader_retry_s
         assert counted(live) == {"pre-placed": 2, "unbound": 4, "answered": 0, "gave_up": 1}
-        await asyncio.gather(batch(live, 2), batch(live, 2))
+        await asyncio.gather(create_batch(live, 2), create_batch(live, 2))
         assert counted(live) == {"pre-placed": 2, "unbound": 8, "answered": 0, "gave_up": 1}
 
 
@@ -118,9 +112,9 @@ async def test_batches_waiting_for_a_leader_read_its_lease_once_per_retry(
     async with live_facade(cluster.kubeconfig, settings, tmp_path) as live:
         async with placing_controller(cluster, "a") as a:
             await wait_until_async(lambda: serving(a), timeout_s=10)
-            await batch(live, 1)
+            await create_batch(live, 1)
         before = lease_reads(cluster)
-        await asyncio.gather(*(batch(live, 1) for _ in range(12)))
+        await asyncio.gather(*(create_batch(live, 1) for _ in range(12)))
         assert counted(live)["gave_up"] == 12
         rounds = placement.leader_wait_s / placement.leader_retry_s
         assert lease_reads(cluster) - before <= rounds + 3

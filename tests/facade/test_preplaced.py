@@ -23,17 +23,23 @@ from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import CONTROLLER_USER, cluster_of, writes_by
 from tests.support.facade import NAMESPACE, LiveFacade, live_facade
 from tests.support.kube import FAST
-from tests.support.placement import LEASE, placing_controller, rejected, serving
+from tests.support.placement import (
+    LEASE,
+    SPEC,
+    create_batch,
+    placing_controller,
+    rejected,
+    serving,
+    two_nodes,
+)
 from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
-SPEC = {"image": "registry.local/task:1", "owner": "run-1"}
-
 
 @pytest.fixture
 def cluster() -> Iterator[EmbeddedCluster]:
-    with EmbeddedCluster(cluster_of(2, cpu="4", foreign=0.0)) as c:
+    with two_nodes() as c:
         yield c
 
 
@@ -42,12 +48,6 @@ async def leader(cluster: EmbeddedCluster) -> AsyncIterator[Controller]:
     async with placing_controller(cluster, "a") as c:
         await wait_until_async(lambda: serving(c), timeout_s=10)
         yield c
-
-
-async def batch(live: LiveFacade, count: int) -> None:
-    async with live.http.post("/v1/batches", json={"spec": SPEC, "count": count}) as r:
-        assert r.status == 201, await r.text()
-        assert len((await r.json())["sandboxes"]) == count
 
 
 def creates(live: LiveFacade, placement: str) -> float:
@@ -80,7 +80,7 @@ async def test_a_batch_is_created_on_its_nodes_or_unbound_for_the_binder(
         live_facade(cluster.kubeconfig, settings, tmp_path) as live,
         await KubeClient.connect(FAST, kubeconfig=str(cluster.kubeconfig)) as client,
     ):
-        await batch(live, 10)
+        await create_batch(live, 10)
         assert creates(live, expected) == 10
         pods = await wait_until_async(lambda: _all_bound(client), timeout_s=10)
         assert rejected(pods) == 0
@@ -136,7 +136,7 @@ async def test_batches_behind_a_queueing_server_ask_only_when_they_can_be_sent(
             await wait_until_async(lambda: serving(leader), timeout_s=10)
             async with asyncio.TaskGroup() as tg:
                 for _ in range(20):
-                    tg.create_task(batch(live, 2))
+                    tg.create_task(create_batch(live, 2))
             assert (creates(live, "pre-placed"), creates(live, "unbound-late")) == (40, 0)
 
 
@@ -181,7 +181,7 @@ async def test_members_whose_placement_ran_out_are_placed_again(tmp_path: Path) 
     asked for once more, all in one call, and then go on their nodes; only a create late
     twice is created unbound (one write saved for each of the others)."""
     async with slow_server_facade(tmp_path) as (cluster, live):
-        await batch(live, 12)
+        await create_batch(live, 12)
         late_twice = assert_placed_again(live, 12)
         binds = writes_by(cluster, CONTROLLER_USER, resource="pods", subresource="binding")
         assert binds <= late_twice
@@ -203,7 +203,7 @@ async def test_binder_mode_creates_are_bounded_in_flight(
     async with live_facade(cluster.kubeconfig, settings, tmp_path) as live:
         async with asyncio.TaskGroup() as tg:
             for _ in range(10):
-                tg.create_task(batch(live, 2))
+                tg.create_task(create_batch(live, 2))
         assert creates(live, "unbound") == 20
         assert live.facade.service is not None
         window = live.facade.service.unbound_window
@@ -260,7 +260,7 @@ async def test_the_send_window_follows_the_granted_rate(tmp_path: Path) -> None:
             refused = writes_by(cluster, "admin", resource="pods", code="429")
             assert refused > 0  # the grant shown
             placed = creates(live, "pre-placed")
-            await batch(live, 20)
+            await create_batch(live, 20)
             assert creates(live, "pre-placed") - placed == 20
             assert writes_by(cluster, "admin", resource="pods", code="429") == refused
             assert live.facade.service is not None and live.facade.service.fast is not None

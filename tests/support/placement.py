@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,14 +16,41 @@ from controller.leader import ElectionSettings
 from controller.placement import PlacementSettings
 from kube.placement import PlacementClientSettings
 from simcluster.embedded import EmbeddedCluster
+from tests.support.controller import cluster_of
+from tests.support.facade import LiveFacade
 from tests.support.kube import FAST
 from tests.support.wait import wait_until_async
 
-__all__ = ["LEASE", "PLACEMENT", "placing_controller", "rejected", "serving"]
+__all__ = [
+    "LEASE",
+    "PLACEMENT",
+    "SPEC",
+    "create_batch",
+    "placing_controller",
+    "rejected",
+    "serving",
+    "two_nodes",
+]
 
 PLACEMENT = PlacementSettings(valid_for_s=1.0, handover_margin_s=0.5)
 #: Where the test controllers' election Lease is, as the facade's placement client sees it.
 LEASE = PlacementClientSettings(lease_name="ctl", lease_namespace="default", timeout_s=2.0)
+#: The sandbox every batch of these tests asks for.
+SPEC = {"image": "registry.local/task:1", "owner": "run-1"}
+
+
+def two_nodes() -> EmbeddedCluster:
+    """Two nodes of 4 CPUs and no other tenant's pods: room for every test batch."""
+    return EmbeddedCluster(cluster_of(2, cpu="4", foreign=0.0))
+
+
+async def create_batch(live: LiveFacade, count: int) -> float:
+    """A batch of ``count`` through the facade's HTTP API, all created: the seconds it took."""
+    started = time.monotonic()
+    async with live.http.post("/v1/batches", json={"spec": SPEC, "count": count}) as r:
+        assert r.status == 201, await r.text()
+        assert len((await r.json())["sandboxes"]) == count
+    return time.monotonic() - started
 
 
 def _settings(cluster: EmbeddedCluster, identity: str) -> ControllerSettings:
