@@ -44,6 +44,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="a controller without election: its URL (no Lease)")  # fmt: skip
     p.add_argument("--controller-lease", default=lease,
                    help="namespace/name of the controller's election Lease")  # fmt: skip
+    p.add_argument("--leader-wait-s", type=float, default=d.placement.leader_wait_s,
+                   help="how long a placement ask waits for a missing leader before its pods "
+                   "go unbound; keep it above the controller's lease duration plus 1 s, "
+                   "0: never wait")  # fmt: skip
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -76,6 +80,8 @@ def parse_settings(argv: list[str] | None = None) -> tuple[FacadeSettings, str, 
     lease_ns, _, lease_name = args.controller_lease.partition("/")
     if not lease_ns or not lease_name:
         parser.error("--controller-lease must be namespace/name")
+    if not args.leader_wait_s >= 0:
+        parser.error("--leader-wait-s must be >= 0")
     settings = replace(
         base,
         kubeconfig=args.kubeconfig,
@@ -85,7 +91,11 @@ def parse_settings(argv: list[str] | None = None) -> tuple[FacadeSettings, str, 
         max_body_bytes=args.max_body_bytes,
         creation=args.creation,
         placement=replace(
-            base.placement, url=args.placement_url, lease_namespace=lease_ns, lease_name=lease_name
+            base.placement,
+            url=args.placement_url,
+            lease_namespace=lease_ns,
+            lease_name=lease_name,
+            leader_wait_s=args.leader_wait_s,
         ),
         client=replace(
             base.client,

@@ -80,3 +80,12 @@ def test_no_pacer_fixes_the_client_rate_and_nothing_else() -> None:
     assert controller == replace(ControllerSettings(), client=fixed)
     fixed = replace(FacadeSettings().client, pacer=PacerSettings(enabled=False))
     assert facade == replace(FacadeSettings(), client=fixed)
+
+
+def test_leader_wait_sets_the_placement_wait_and_nothing_else() -> None:
+    facade, _, _ = facade_settings(["--config", "f.yaml", "--leader-wait-s", "12.5"])
+    placement = replace(FacadeSettings().placement, leader_wait_s=12.5)
+    assert facade == replace(FacadeSettings(), placement=placement)
+    with pytest.raises(SystemExit) as refused:
+        facade_settings(["--config", "f.yaml", "--leader-wait-s", "-1"])
+    assert refused.value.code == 2
