@@ -15,10 +15,11 @@ grants, whatever the client's token rate.
 Why the capacity follows the grant: a fixed window is sized for one rate. 200 creates are
 0.4 s of the reference's 500/s, but 1 s of a level granting 200/s, whose queue holds
 ~50 (200/s x 0.25 s): the creates past it were answered 429 (5.8-7.1% of the writes,
-BENCHMARKS.md). :class:`WindowSizing` makes the capacity the grant the client's pacer has
-seen (kube/ratelimit.py, ``AdaptivePacer.grant``: the successes of the last second, once
-the server has refused one of our requests) times ``queue_s``, between a floor and the
-configured maximum; a pre-placed batch larger than that goes in parts (facade/service.py).
+docs/benchmarks/burst.md). :class:`WindowSizing` makes the capacity the grant the client's
+pacer has seen (kube/ratelimit.py, ``AdaptivePacer.grant``: the successes of the last
+second, once the server has refused one of our requests) times ``queue_s``, between a
+floor and the configured maximum; a pre-placed batch larger than that goes in parts
+(facade/batch.py).
 Not the pacer's own rate: one decrease at most halves it and the fast answers of the
 server's refilled burst raise it again, so it stayed near twice the grant and a window
 sized from it still drew 5.6% 429s at 200/s. Not before the server refused anything: then
@@ -31,7 +32,7 @@ while the server queues them longer.
 Waiters are served in arrival order (a batch is never overtaken by smaller ones behind
 it); a request for more than the whole window waits for an empty window and takes it —
 the capacity *at grant time*, so a window shrunk under a waiter still serves it. (A
-pre-placed batch larger than the capacity is sent in parts that fit: facade/service.py.)
+pre-placed batch larger than the capacity is sent in parts that fit: facade/batch.py.)
 """
 
 from __future__ import annotations

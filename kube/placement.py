@@ -21,9 +21,10 @@ placements, no room — leaves the pod to be created unbound, as before.
 **A failover is waited out, briefly.** A leader change takes 3.5-4 s (controller/leader.py:
 a 3 s lease, then the new leader's quiet time before it serves); creating every pod asked
 about meanwhile unbound cost ~4,000 binds in a reference burst (1.35 writes per sandbox,
-BENCHMARKS.md). So an ask that finds no leader (none on the Lease, the call failing, 503)
-is repeated every ``leader_retry_s`` until ``leader_wait_s`` after the leader was first
-missed, and only then are the pods given up to the binder. The bound counts from the
+docs/benchmarks/burst.md). So an ask that finds no leader (none on the Lease, the call
+failing, 503) is repeated every ``leader_retry_s`` until ``leader_wait_s`` after the
+leader was first missed, and only then are the pods given up to the binder (the Lease is
+read again at most once per ``leader_retry_s`` meanwhile). The bound counts from the
 first miss, not per ask: once a leader has been missing for longer (a controller down for
 good), every ask falls back at once, as before, until a leader answers again. Only a
 leader that answered before is waited for: a facade that never found one (the controller
