@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 APT_PACKAGES := bubblewrap busybox-static binutils containerd runc docker-registry
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports pytest system-deps venv bundle images bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst bench-faults bench-soak bench-cri simcluster clean
+.PHONY: demo test lint typecheck imports generate pytest system-deps venv bundle images bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst bench-faults bench-soak bench-cri simcluster clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman-dev demo
@@ -44,6 +44,12 @@ typecheck: $(STAMP)
 
 imports: $(STAMP)
 	$(BIN)/lint-imports
+
+# Files written from a definition elsewhere (codegen/): the blocking SDK from the async one,
+# the create keywords and the guide's table of create fields from the wire model. Run after
+# changing either and commit the result; tests/test_generated.py fails while one is stale.
+generate: $(STAMP)
+	$(BIN)/python -m codegen
 
 # Two workers, one test file per worker at a time (a module's stack fixture is set up once):
 # most tests wait on real processes and sockets, so on the 2-core CI machine the suite took

@@ -3,7 +3,7 @@
 - :mod:`controller.view` — informers feeding the placement engine (:mod:`scheduler`);
 - :mod:`controller.binder` — batched plans and concurrent binds;
 - :mod:`controller.replace` — sandboxes rejected by the kubelet before running, placed again;
-- :mod:`controller.gc`, :mod:`controller.owners` — garbage collection;
+- :mod:`controller.collector`, :mod:`controller.owners` — garbage collection;
 - :mod:`controller.leader` — Lease leader election;
 - :mod:`controller.app`, ``python -m controller`` — the process, health and metrics.
 

@@ -8,33 +8,40 @@ the replica goes back to being a standby with its caches intact.
 HTTP (``health_port``): ``/healthz`` — the event loop answers; ``/readyz`` — caches synced
 and leadership known (we are the leader, or we have read who is); ``/metrics`` —
 Prometheus text; ``POST /internal/v1/placements`` — the leader's placements for the
-facade's pre-placed creates (controller/placement.py), its URL on the election Lease.
+facade's pre-placed creates (controller/placement.py), its URL on the election Lease;
+``POST /internal/v1/claims`` — the leader's claims of pool pods (controller/claims.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from controller.binder import Binder, BinderSettings
-from controller.freezer import Freezer, FreezerSettings
-from controller.gc import GarbageCollector, GCSettings
+from controller.claims import ClaimService, ClaimSettings
+from controller.collector import GarbageCollector, GCSettings
+from controller.image_preparer import Preparer, PreparerSettings
 from controller.leader import ElectionSettings, LeaderElector
 from controller.metrics import ControllerMetrics
 from controller.placement import PlacementService, PlacementSettings
-from controller.prepare import Preparer, PreparerSettings
+from controller.placement_auth import CallerVerifier, PlacementAuthSettings
 from controller.replace import Replacer, ReplacerSettings
 from controller.view import ClusterView, ViewSettings
 from kube import ClientSettings, KubeClient
+from kube.freezer import Freezer, FreezerSettings
 from kube.placement import ANNOTATION_PLACEMENT_URL
+from sandman.base.settings import LOG_LEVELS, part, setting
 from scheduler import Scheduler, SchedulerSettings
 
-__all__ = ["Controller", "ControllerSettings", "default_identity"]
+__all__ = ["Controller", "ControllerSettings", "default_identity", "unusable_advertised_host"]
+
 
 log = logging.getLogger("controller")
 
@@ -46,32 +53,107 @@ def default_identity() -> str:
 
 @dataclass(frozen=True, slots=True)
 class ControllerSettings:
-    kubeconfig: str | None = None
-    context: str | None = None
-    client: ClientSettings = field(default_factory=ClientSettings)
-    view: ViewSettings = field(default_factory=ViewSettings)
-    binder: BinderSettings = field(default_factory=BinderSettings)
-    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
-    gc: GCSettings = field(default_factory=GCSettings)
-    replacer: ReplacerSettings = field(default_factory=ReplacerSettings)
-    #: Image preparation decisions (controller/prepare.py); None: off.
-    prepare: PreparerSettings | None = field(default_factory=PreparerSettings)
-    #: None: no election, this process always leads (one replica, tests).
-    election: ElectionSettings | None = None
-    placement: PlacementSettings = field(default_factory=PlacementSettings)
-    health_host: str = "127.0.0.1"
-    health_port: int = 8080  # 0: any free port (see Controller.health_url)
-    #: The URL facades reach the placement endpoint at, written on the election Lease
-    #: while leading (in a pod: ``http://$(POD_IP):<health_port>``); "": the health URL.
-    advertise_url: str = ""
-    progress_interval_s: float = 10.0
-    #: Move everything alive after the initial lists (caches of every pod and node) out of
-    #: the cyclic garbage collector's reach (``gc.freeze``), and the survivors of every full
-    #: collection after them (controller/freezer.py): otherwise each full collection walks
-    #: every cached object, ~20% of the controller's CPU during a 12,000-pod burst, and a
-    #: share per bind that grows with the pods cached.
-    freeze_after_sync: bool = True
-    freezer: FreezerSettings = field(default_factory=FreezerSettings)
+    kubeconfig: str | None = setting(
+        None, help="kubeconfig path; none: $KUBECONFIG, then in-cluster (kr8s resolves it)"
+    )
+    context: str | None = setting(None, help="kubeconfig context; none: its current one")
+    client: ClientSettings = part(
+        ClientSettings, help="the API client: its token bucket (binds, replacements, Events)"
+    )
+    view: ViewSettings = part(
+        ViewSettings, help="the cluster view: which pods and Leases it watches"
+    )
+    binder: BinderSettings = part(BinderSettings, help="batching, planning and binding")
+    scheduler: SchedulerSettings = part(
+        SchedulerSettings, help="placement (docs/scheduler.md): the start-queue cap, scores"
+    )
+    gc: GCSettings = part(GCSettings, help="garbage collection (docs/controller.md §6)")
+    replacer: ReplacerSettings = part(
+        ReplacerSettings, help="replacements of pods the kubelet rejected before they ran"
+    )
+    prepare: PreparerSettings | None = part(
+        PreparerSettings,
+        help="image preparation decisions (controller/image_preparer.py); off: none are made",
+        optional=True,
+    )
+    election: ElectionSettings | None = part(
+        ElectionSettings,
+        help="leader election on a Lease, with client-go's algorithm; off: this process "
+        "always leads (one replica)",
+        optional=True,
+    )
+    placement: PlacementSettings = part(
+        PlacementSettings, help="the leader's placements for the facade's pre-placed creates"
+    )
+    placement_auth: PlacementAuthSettings | None = part(
+        PlacementAuthSettings,
+        help="who may ask for placements: the caller's bearer token, reviewed by the API "
+        "server (TokenReview, cached), must be one of these identities; off: anyone who "
+        "reaches the port",
+        optional=True,
+    )
+    claims: ClaimSettings | None = part(
+        ClaimSettings,
+        help="the leader's claims of pool pods for the facade's creates (controller/claims.py; "
+        "needs the SandboxClaim CRD); off: no claims are served, every create is cold",
+        optional=True,
+    )
+    health_host: str = setting(
+        "127.0.0.1", help="address of /healthz, /readyz, /metrics (0.0.0.0 in a pod)"
+    )
+    health_port: int = setting(8080, help="port of /healthz, /readyz, /metrics; 0: any free port")
+    advertise_url: str = setting(
+        "",
+        help="the URL facades reach the placement endpoint at, written on the election Lease "
+        'while leading (in a pod: http://$(POD_IP):<health_port>); "": the health URL',
+    )
+    progress_interval_s: float = setting(
+        10.0,
+        help="between progress log lines: role, pending, queued, binding, unschedulable, "
+        "retrying, bound",
+    )
+    freeze_after_sync: bool = setting(
+        True,
+        help="move everything alive after the initial lists out of the cyclic garbage "
+        "collector's reach (gc.freeze), and the survivors of every full collection after them "
+        "(kube/freezer.py): otherwise each full collection walks every cached object, "
+        "~20% of the controller's CPU during a 12,000-pod burst",
+    )
+    freezer: FreezerSettings = part(FreezerSettings, help="when the frozen objects are thawed")
+    log_level: str = setting("INFO", help="logging level", choices=LOG_LEVELS)
+
+    def __post_init__(self) -> None:
+        if self.election is not None and (problem := unusable_advertised_host(self)):
+            raise ValueError(problem)
+        if self.claims is not None and self.claims.send_within_s > self.placement.valid_for_s:
+            raise ValueError(
+                "claims.send_within_s must be <= placement.valid_for_s: a new leader's "
+                "hand-over wait covers its predecessor's claim writes only then"
+            )
+
+
+def unusable_advertised_host(s: ControllerSettings) -> str:
+    """Why the placement URL a leader would advertise cannot be reached ("" when it can).
+
+    An unspecified address (``0.0.0.0``, ``::``) is a fine place to listen and no place to
+    connect to: a facade reading it from the election Lease would fail every call and
+    silently create every sandbox unbound (2 writes each). Refused at start, loudly."""
+    host = urlsplit(s.advertise_url).hostname if s.advertise_url else s.health_host
+    try:
+        unspecified = not host or ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return ""  # a name, or $(POD_IP) before the kubelet expanded it
+    if not unspecified:
+        return ""
+    told = (
+        f"advertise_url {s.advertise_url!r}"
+        if s.advertise_url
+        else (f"health_host {s.health_host!r} (no advertise_url)")
+    )
+    return (
+        f"the leader would advertise {told}, an address no facade can connect to: set "
+        "advertise_url to this pod's own address (http://$(POD_IP):<health_port>)"
+    )
 
 
 class Controller:
@@ -87,6 +169,7 @@ class Controller:
         self.replacer: Replacer | None = None
         self.preparer: Preparer | None = None
         self.placement: PlacementService | None = None
+        self.claims: ClaimService | None = None
         self.freezer = Freezer(settings.freezer)
         self._stopping = asyncio.Event()
 
@@ -123,8 +206,14 @@ class Controller:
             self.view = ClusterView(client, Scheduler(s.scheduler), s.view)
             self.binder = Binder(client, self.view, s.binder, self.metrics)
             self.binder.attach()
-            self.placement = PlacementService(self.view, s.placement)
+            verifier = None
+            if s.placement_auth is not None:
+                verifier = CallerVerifier(client, s.placement_auth)
+            self.placement = PlacementService(self.view, s.placement, verifier=verifier)
             self.placement.attach()
+            if s.claims is not None:
+                self.claims = ClaimService(client, self.view, s.claims, verifier=verifier)
+                self.claims.attach()
             self.gc = GarbageCollector(client, self.view, s.gc, self.metrics)
             self.replacer = Replacer(client, self.view, s.replacer, self.metrics)
             self.replacer.attach()
@@ -137,11 +226,12 @@ class Controller:
                     self.metrics.registry,
                 )
             if s.election is not None:
+                election = s.election
+                if not election.identity:
+                    election = replace(election, identity=default_identity())
                 # Its own token bucket: renewals must not queue behind a burst of binds.
                 # One request per attempt: the election's loop retries (controller/leader.py).
-                self.elector = LeaderElector(
-                    client.with_rate_limit(0, 1, max_attempts=1), s.election
-                )
+                self.elector = LeaderElector(client.with_rate_limit(0, 1, max_attempts=1), election)
             runner = await self._serve_health()
             if self.elector is not None:
                 url = s.advertise_url or self.health_url
@@ -157,6 +247,8 @@ class Controller:
                         tg.create_task(self._freeze_after_sync())
                     if self.preparer is not None:
                         tasks.append(tg.create_task(self.preparer.run_informers()))
+                    if self.claims is not None:
+                        tasks.append(tg.create_task(self.claims.run_informer()))
                     await self._stopping.wait()
                     await asyncio.wait(
                         [tasks[2]], timeout=s.election.renew_deadline_s if s.election else 1
@@ -182,6 +274,8 @@ class Controller:
                 tg.create_task(self.replacer.run())
                 if self.preparer is not None:
                     tg.create_task(self.preparer.lead())
+                if self.claims is not None:
+                    tg.create_task(self.claims.serve())
         finally:
             self.metrics.leader.set(0)
 
@@ -226,6 +320,8 @@ class Controller:
         app.router.add_get("/metrics", self._metrics)
         if self.placement is not None:
             app.router.add_routes(self.placement.routes())
+        if self.claims is not None:
+            app.router.add_routes(self.claims.routes())
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         site = web.TCPSite(runner, self.settings.health_host, self.settings.health_port)

@@ -29,8 +29,6 @@ pods are then re-planned at most once per ``retry_unschedulable_s`` — never ho
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import functools
 import logging
 import random
 import time
@@ -43,7 +41,9 @@ from controller.view import ClusterView
 from kube import EVENTS, Conflict, Forbidden, KubeClient, KubeError, NotFound
 from kube.cache import Obj
 from kube.informer import Handlers
-from sandman.wire.backoff import Backoff
+from kube.times import epoch_seconds, format_time
+from sandman.base.backoff import Backoff
+from sandman.base.settings import fixed, setting
 from scheduler import Assignment, Scheduler, Unschedulable
 
 __all__ = ["Binder", "BinderSettings"]
@@ -53,23 +53,33 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class BinderSettings:
-    #: Plan as soon as this many pods are pending...
-    batch_size: int = 1000
-    #: ...or this long after the first one arrived.
-    batch_wait_s: float = 0.005
-    #: Bind requests in flight at once (the client's token bucket still applies).
-    bind_workers: int = 128
-    #: Re-plan parked unschedulable pods at most this often (when capacity may have appeared).
-    retry_unschedulable_s: float = 1.0
-    #: Backoff of a pod whose bind failed for another reason: after n failures up to
-    #: ``retry_base_s * 2**(n-1)``, capped, equal jitter (a pod never comes back at once).
-    retry_base_s: float = 0.5
-    retry_cap_s: float = 30.0
-    #: How often reservations past the scheduler's ``assume_ttl_s`` are released.
-    expire_interval_s: float = 1.0
-    #: Who is named as the source of Events.
-    component: str = "sandman-controller"
-    record_events: bool = True
+    batch_size: int = setting(1000, help="plan as soon as this many pods are pending...")
+    batch_wait_s: float = setting(0.005, help="...or this long after the first one arrived")
+    bind_workers: int = setting(
+        128, help="bind requests in flight at once (the client's token bucket still applies)"
+    )
+    retry_unschedulable_s: float = setting(
+        1.0,
+        help="re-plan parked unschedulable pods at most this often (when capacity may have "
+        "appeared)",
+    )
+    retry_base_s: float = setting(
+        0.5,
+        help="backoff of a pod whose bind failed for another reason: after n failures up to "
+        "retry_base_s * 2**(n-1), capped, equal jitter (a pod never comes back at once)",
+    )
+    retry_cap_s: float = setting(30.0, help="the longest backoff of a failed bind")
+    expire_interval_s: float = setting(
+        1.0, help="how often reservations past the scheduler's assume_ttl_s are released"
+    )
+    component: str = fixed(
+        "sandman-controller",
+        why="the source of its Events: the facade finds the controller's Events by it "
+        "(FacadeSettings.controller_component)",
+    )
+    record_events: bool = setting(
+        True, help="a FailedScheduling Event per unschedulable pod (and per failed bind)"
+    )
 
     def __post_init__(self) -> None:
         self.retry_backoff  # noqa: B018 - validates the backoff values now, not at a failure
@@ -162,7 +172,7 @@ class Binder:
         spec = pod.get("spec") or {}
         if spec.get("schedulerName") != self.view.settings.scheduler_name:
             return
-        created = _timestamp(pod["metadata"].get("creationTimestamp"))
+        created = epoch_seconds(pod["metadata"].get("creationTimestamp"))
         scheduled = _condition_time(pod, "PodScheduled")
         if created is not None and scheduled is not None:
             self.metrics.create_to_bound.observe(max(0.0, scheduled - created))
@@ -173,7 +183,7 @@ class Binder:
         if _is_true(_condition(old, "Ready")) or not _is_true(ready := _condition(new, "Ready")):
             return  # only the update that makes the pod Ready (most updates are not it)
         assert ready is not None
-        ready_at = _timestamp(ready.get("lastTransitionTime"))
+        ready_at = epoch_seconds(ready.get("lastTransitionTime"))
         scheduled = _condition_time(new, "PodScheduled")
         if ready_at is not None and scheduled is not None:
             self.metrics.bound_to_ready.observe(max(0.0, ready_at - scheduled))
@@ -293,7 +303,7 @@ class Binder:
     def _retry_later(self, uid: str, error: KubeError) -> None:
         n = self._failures.get(uid, 0) + 1
         self._failures[uid] = n
-        delay = self.settings.retry_backoff.delay(n, error.retry_after, self._rng)
+        delay = self.settings.retry_backoff.delay(n, error.retry_after_s, self._rng)
         log.warning("bind of %s failed (%s); retry %d in %.1fs", uid, error, n, delay)
         loop = asyncio.get_running_loop()
         handle: asyncio.TimerHandle | None = None
@@ -336,7 +346,7 @@ class Binder:
                 log.info("could not record FailedScheduling for %s/%s: %s", u.namespace, u.name, e)
 
     def _event(self, u: Unschedulable) -> Obj:
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = format_time()
         return {
             "apiVersion": "v1",
             "kind": "Event",
@@ -369,21 +379,6 @@ class Binder:
         }
 
 
-@functools.lru_cache(maxsize=4096)
-def _parse_time(value: str) -> float | None:
-    """API timestamps have 1 s resolution, so a burst repeats the same few strings."""
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def _timestamp(value: object) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    return _parse_time(value)
-
-
 def _condition(pod: Obj, kind: str) -> dict[str, Any] | None:
     for c in (pod.get("status") or {}).get("conditions") or ():
         if c.get("type") == kind:
@@ -397,4 +392,4 @@ def _is_true(condition: dict[str, Any] | None) -> bool:
 
 def _condition_time(pod: Obj, kind: str) -> float | None:
     c = _condition(pod, kind)
-    return None if c is None else _timestamp(c.get("lastTransitionTime"))
+    return None if c is None else epoch_seconds(c.get("lastTransitionTime"))

@@ -41,7 +41,6 @@ the deadline.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import random
 import time
@@ -50,6 +49,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kube import LEASES, Conflict, KubeClient, KubeError, NotFound
+from kube.times import format_micro_time
+from sandman.base.settings import setting
 
 __all__ = ["ElectionSettings", "LeaderElector"]
 
@@ -59,28 +60,33 @@ JITTER = 1.2  # client-go's JitterFactor
 
 @dataclass(frozen=True, slots=True)
 class ElectionSettings:
-    name: str = "sandman-controller"
-    namespace: str = "sandman-system"
-    identity: str = ""  # required: unique per process (pod name + random suffix)
-    lease_duration_s: float = 3.0
-    renew_deadline_s: float = 2.0
-    retry_period_s: float = 0.5
-    release_on_cancel: bool = True
+    name: str = setting("sandman-controller", help="the election Lease")
+    namespace: str = setting("sandman-system", help="the election Lease's namespace")
+    identity: str = setting(
+        "",
+        help='this candidate\'s name in the Lease, unique per process; "": hostname_pid '
+        "(controller.app.default_identity)",
+    )
+    lease_duration_s: float = setting(
+        3.0,
+        help="how long a leader's Lease holds without renewal: a killed leader is replaced in "
+        "~3.5-4 s (client-go's defaults: 15, 10, 2 s)",
+    )
+    renew_deadline_s: float = setting(
+        2.0, help="a leader that has not renewed within this steps down"
+    )
+    retry_period_s: float = setting(0.5, help="between attempts to acquire or renew")
+    release_on_cancel: bool = setting(
+        True, help="release the Lease on a clean stop, so a standby takes over at once"
+    )
 
     def __post_init__(self) -> None:
-        if not self.identity:
-            raise ValueError("identity must be set (unique per candidate)")
         if self.lease_duration_s <= self.renew_deadline_s:
             raise ValueError("lease_duration_s must be greater than renew_deadline_s")
         if self.renew_deadline_s <= JITTER * self.retry_period_s:
             raise ValueError("renew_deadline_s must be greater than retry_period_s * 1.2")
         if self.retry_period_s <= 0:
             raise ValueError("retry_period_s must be > 0")
-
-
-def _micro_time(now: dt.datetime) -> str:
-    """metav1.MicroTime: RFC 3339 with microseconds."""
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -95,6 +101,8 @@ class LeaderElector:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if not settings.identity:
+            raise ValueError("identity must be set (unique per candidate)")
         self.client = client
         self.settings = settings
         self._clock = clock
@@ -158,7 +166,7 @@ class LeaderElector:
     async def try_acquire_or_renew(self) -> bool:
         s = self.settings
         self._attempt_started = self._clock()
-        wall = _micro_time(dt.datetime.now(dt.UTC))
+        wall = format_micro_time()
         record = {
             "holderIdentity": s.identity,
             "leaseDurationSeconds": max(1, round(s.lease_duration_s)),

@@ -25,7 +25,7 @@ from controller.view import ClusterView
 from kube import PODS, KubeClient, NotFound
 from kube.cache import Obj, object_key
 from kube.informer import Handlers
-from kube.preparation import IMAGE_PREPARATIONS
+from kube.preparation_contract import IMAGE_PREPARATIONS
 
 __all__ = ["OwnerLeases"]
 

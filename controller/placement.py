@@ -24,6 +24,11 @@ before the takeover, so the wait is 0.5 s; after a release, or with no record, t
 1.5 s. Until then calls get 503 ``not_serving`` and the
 facade creates unbound pods, which the binder places once the wait is over.
 
+**Callers are authenticated** (controller/placement_auth.py): the facade's bearer token,
+reviewed by the API server (TokenReview, cached), must be the facade's ServiceAccount's;
+401 ``unauthenticated`` / 403 ``caller_not_allowed`` otherwise, before anything else is
+answered. Off (``--no-placement-auth``) only where nothing else can reach the port.
+
 Bad input gets a 400 with a machine-readable ``reason``, never a 500.
 """
 
@@ -39,10 +44,12 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from controller.placement_auth import CallerVerifier
 from controller.view import ClusterView
 from kube.cache import Obj
 from kube.informer import Handlers
 from kube.placement import PLACEMENT_PATH, PlacementAnswer, PlacementRequest
+from sandman.base.settings import setting
 
 __all__ = ["PlacementService", "PlacementSettings"]
 
@@ -54,11 +61,16 @@ MAX_NAMES = 5_000
 
 @dataclass(frozen=True, slots=True)
 class PlacementSettings:
-    #: How long after asking the facade may still send a create with the node it was given.
-    valid_for_s: float = 1.0
-    #: Added to ``valid_for_s`` before a new leader places anything: the API server's
-    #: answer and the watch event of a create sent at the last moment.
-    handover_margin_s: float = 0.5
+    valid_for_s: float = setting(
+        1.0,
+        help="how long after asking the facade may still send a create with the node it was "
+        "given (a new leader waits it out)",
+    )
+    handover_margin_s: float = setting(
+        0.5,
+        help="added to valid_for_s before a new leader places anything: the API server's "
+        "answer and the watch event of a create sent at the last moment",
+    )
 
     def __post_init__(self) -> None:
         if self.valid_for_s <= 0 or self.handover_margin_s < 0:
@@ -78,9 +90,11 @@ class PlacementService:
         view: ClusterView,
         settings: PlacementSettings | None = None,
         *,
+        verifier: CallerVerifier | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.view = view
+        self.verifier = verifier
         self.scheduler = view.scheduler
         self.settings = settings or PlacementSettings()
         self._clock = clock
@@ -88,7 +102,7 @@ class PlacementService:
         self._encoder = msgspec.json.Encoder()
         self.serving = False
         #: Outcomes, for metrics and tests.
-        self.counts = {"placed": 0, "unplaced": 0, "refused": 0}
+        self.counts = {"placed": 0, "unplaced": 0, "refused": 0, "unauthorized": 0}
 
     def attach(self) -> None:
         self.view.bound.add_handler(Handlers(add=self._pod_seen))
@@ -127,9 +141,9 @@ class PlacementService:
 
     # --- the endpoint -------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.Response:
-        if not self.serving:
-            self.counts["refused"] += 1
-            return _error(503, "not_serving", "not the leader, or waiting out the last one's")
+        refused = await refusal(request, self.verifier, self.serving, self.counts)
+        if refused is not None:
+            return refused
         try:
             body = self._decoder.decode(await request.read())
         except msgspec.DecodeError as e:
@@ -147,7 +161,7 @@ class PlacementService:
         """Plan ``request``'s pods and reserve their capacity (synchronous, no I/O).
 
         A pod asked for again while its reservation holds (the facade's create missed its
-        placement's life, facade/preplace.py) gets the same node: the capacity is taken
+        placement's life, facade/preplaced.py) gets the same node: the capacity is taken
         once, and the answer is the same whichever of the two creates lands."""
         ns = request.namespace
         where: dict[str, str | None] = {}
@@ -180,3 +194,20 @@ def _pod(template: dict[str, Any], namespace: str, name: str) -> Obj:
 
 def _error(status: int, reason: str, message: str) -> web.Response:
     return web.json_response({"reason": reason, "message": message}, status=status)
+
+
+async def refusal(
+    request: web.Request, verifier: CallerVerifier | None, serving: bool, counts: dict[str, int]
+) -> web.Response | None:
+    """What the leader's internal endpoints (placements, claims) check before reading a
+    body: the caller (``placement_auth.py``, counted ``unauthorized``), then that this
+    replica serves (counted ``refused``); None when both hold."""
+    if verifier is not None:
+        refused = await verifier.check(request.headers.get("Authorization"))
+        if refused is not None:
+            counts["unauthorized"] += 1
+            return _error(refused.status, refused.reason, refused.message)
+    if not serving:
+        counts["refused"] += 1
+        return _error(503, "not_serving", "not the leader, or waiting out the last one's")
+    return None

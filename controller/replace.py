@@ -29,6 +29,7 @@ from kube import PODS, AlreadyExists, KubeClient, KubeError, NotFound
 from kube.cache import Obj
 from kube.contract import ANNOTATION_ATTEMPT, ANNOTATION_REPLACES
 from kube.informer import Handlers
+from sandman.base.settings import fixed, setting
 
 __all__ = ["Replacer", "ReplacerSettings", "rejected_before_running"]
 
@@ -38,9 +39,15 @@ ADMISSION_REASONS = ("OutOfcpu", "OutOfmemory", "OutOfpods", "OutOfephemeral-sto
 
 @dataclass(frozen=True, slots=True)
 class ReplacerSettings:
-    max_attempts: int = 3
-    replaces_annotation: str = ANNOTATION_REPLACES
-    attempt_annotation: str = ANNOTATION_ATTEMPT
+    max_attempts: int = setting(
+        3, help="replacement pods of one sandbox the kubelet rejected before it ran, at most"
+    )
+    replaces_annotation: str = fixed(
+        ANNOTATION_REPLACES, why="the contract's name (kube/contract.py): the facade reads it"
+    )
+    attempt_annotation: str = fixed(
+        ANNOTATION_ATTEMPT, why="the contract's name (kube/contract.py): the facade reads it"
+    )
 
 
 def rejected_before_running(pod: Obj) -> bool:

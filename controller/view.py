@@ -9,7 +9,7 @@
 - **agent leases**: the node agents' per-node Leases (``sandman.io/node-agent``): which
   images are ready on each node — all of them, where ``node.status.images`` lists only the
   50 largest — fed to the scheduler's image locality, and read by the preparation
-  decisions (controller/prepare.py, docs/node-agent.md).
+  decisions (controller/image_preparer.py, docs/node-agent.md).
 
 Node and bound-pod events go straight into the :class:`scheduler.Scheduler`'s capacity
 model (O(1) each); a bound pod event also confirms the planner's reservation for it. The
@@ -22,13 +22,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kube import LEASES, NODES, PODS, KubeClient
 from kube.cache import Obj
 from kube.contract import LABEL_OWNER, SCHEDULER_NAME
 from kube.informer import Handlers, Informer, InformerSettings
-from kube.preparation import ANNOTATION_READY, LABEL_NODE_AGENT, decode_images
+from kube.preparation_contract import (
+    AGENT_LEASE_NAMESPACE,
+    ANNOTATION_READY,
+    LABEL_NODE_AGENT,
+    decode_images,
+)
+from sandman.base.settings import fixed, part, setting
 from scheduler import Scheduler
 
 __all__ = ["ClusterView", "ViewSettings"]
@@ -38,18 +44,27 @@ _TERMINAL = ("Succeeded", "Failed")
 
 @dataclass(frozen=True, slots=True)
 class ViewSettings:
-    scheduler_name: str = SCHEDULER_NAME
-    #: Watch pending sandboxes in one namespace only (None: all namespaces).
-    namespace: str | None = None
-    informer: InformerSettings = field(default_factory=InformerSettings)
-    #: Ask the server for unbound pods only (``spec.nodeName=``, as kube-scheduler does).
-    #: Off: watch every sandbox and drop bound ones here, for an API server that cannot
-    #: select an empty ``spec.nodeName`` in a watch (costs every sandbox event twice).
-    server_side_unbound: bool = True
-    #: Label on trainer-owned Leases and on their sandboxes (owner-lease expiry, gc.py).
-    owner_label: str = LABEL_OWNER
-    #: Where the node agents' Leases are (None: any namespace; the label selects them).
-    agent_namespace: str | None = None
+    scheduler_name: str = setting(SCHEDULER_NAME, help="pods with this spec.schedulerName are ours")
+    namespace: str | None = setting(
+        None, help="watch (and bind) sandboxes of this namespace only; none: all namespaces"
+    )
+    informer: InformerSettings = part(InformerSettings, help="the list-and-watch of every cache")
+    server_side_unbound: bool = setting(
+        True,
+        help="ask the server for unbound pods only (spec.nodeName=, as kube-scheduler does); "
+        "off: watch every sandbox and drop bound ones here, for an API server that cannot "
+        "select an empty spec.nodeName in a watch (simcluster today; every sandbox event "
+        "then arrives twice)",
+    )
+    owner_label: str = fixed(
+        LABEL_OWNER,
+        why="the contract's label on trainer-owned Leases and their sandboxes (kube/contract.py)",
+    )
+    agent_namespace: str | None = setting(
+        AGENT_LEASE_NAMESPACE,
+        help="where the node agents' Leases are (only there: a Lease with the agents' label "
+        "in a tenant's namespace is no node's); none: any namespace",
+    )
 
 
 def _unbound(pod: Obj) -> bool:

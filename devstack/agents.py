@@ -14,21 +14,21 @@ holds a refused call, ``refused`` listing the permissions and ``nodes`` the node
 cores hold them — the cores share one client and one identity, but a refusal can still be
 one node's (a rule limited by ``resourceNames``, a call only some nodes made).
 
-The socket map is simcluster's ``<workdir>/cri-sockets.json``. ``--set key=value`` sets any
-:class:`daemon.node.settings.AgentSettings` field for every agent.
+The socket map is simcluster's ``<workdir>/cri-sockets.json``. Every flag of the node agent
+(``python -m daemon.node``: generated from :class:`daemon.node.settings.AgentSettings`) sets
+that setting for every agent; the defaults differ where a simulated cluster wants them to
+(:func:`simulated_defaults`), and ``--node-name`` is each core's own node.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
 import sys
 import time
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from daemon.node.agent import NodeAgent
 from daemon.node.app import Readiness, run_until_signalled, serve_health
@@ -37,20 +37,17 @@ from daemon.node.metrics import AgentMetrics
 from daemon.node.settings import AgentSettings
 from kube.light import LightClient
 from kube.settings import ClientSettings
+from sandman.base.settings_cli import from_args, parser
 
-__all__ = ["main", "run_agents"]
+__all__ = ["main", "run_agents", "simulated_defaults"]
 
 log = logging.getLogger("devstack.agents")
 
 
-def _coerce(name: str, value: str) -> Any:
-    defaults = {f.name: f.default for f in fields(AgentSettings)}
-    if name not in defaults:
-        raise SystemExit(f"unknown agent setting {name!r}")
-    default = defaults[name]
-    if isinstance(default, bool | int | float) and not isinstance(default, str):
-        return type(default)(value)
-    return value
+def simulated_defaults() -> AgentSettings:
+    """The agent's defaults, but: any free health port (several stacks on one machine), the
+    stack's namespace, warnings only (400 cores log a lot)."""
+    return AgentSettings(health_port=0, log_level="WARNING")
 
 
 async def run_agents(
@@ -94,28 +91,19 @@ async def run_agents(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m devstack.agents", description=__doc__)
-    p.add_argument("--kubeconfig", required=True)
+    defaults = simulated_defaults()
+    p = parser(AgentSettings, prog="python -m devstack.agents", description=__doc__,
+               usage="%(prog)s --sockets FILE [options]", defaults=defaults)  # fmt: skip
     p.add_argument("--sockets", required=True, help="simcluster's cri-sockets.json")
-    p.add_argument("--namespace", default="sandman-system")
-    p.add_argument("--state-dir", required=True)
-    p.add_argument("--health-port", type=int, default=0)
     p.add_argument("--ready-file", help="written once every agent reconciled")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--log-level", default="WARNING")
     a = p.parse_args(argv)
-    logging.basicConfig(level=a.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = dict(kv.split("=", 1) for kv in a.set)
-    base = AgentSettings(
-        node_name="-",
-        namespace=a.namespace,
-        kubeconfig=a.kubeconfig,
-        state_dir=a.state_dir,
-        **{k.replace("-", "_"): _coerce(k.replace("-", "_"), v) for k, v in overrides.items()},
+    base = from_args(AgentSettings, a, p, environ={}, defaults=defaults)  # no downward API here
+    logging.basicConfig(
+        level=base.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     sockets = json.loads(Path(a.sockets).read_text())
     ready = Path(a.ready_file) if a.ready_file else None
-    return asyncio.run(run_until_signalled(run_agents(base, sockets, a.health_port, ready)))
+    return asyncio.run(run_until_signalled(run_agents(base, sockets, base.health_port, ready)))
 
 
 if __name__ == "__main__":

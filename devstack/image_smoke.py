@@ -134,15 +134,15 @@ def entries(tag: str, cluster: Path, smoke: Path) -> list[Entry]:
     return [
         Entry("controller", server, (
             "sandman-controller", f"--kubeconfig={smoke}/kubeconfig-sandman",
-            "--health-host=127.0.0.1", f"--health-port={ports[0]}", "--no-leader-elect",
-            "--unbound-client-side",
+            "--health-host=127.0.0.1", f"--health-port={ports[0]}", "--no-election",
+            "--no-view-server-side-unbound",
         ), ports[0]),
         Entry("facade", server, (
             "sandman-facade", f"--config={smoke}/facade.yaml",
             f"--kubeconfig={smoke}/kubeconfig-sandman", "--host=127.0.0.1", f"--port={ports[1]}",
         ), ports[1]),
         Entry("node agent", agent, (
-            "sandman-node-agent", f"--node-name={node}", "--namespace=sandman-system",
+            "sandman-node-agent", f"--node-name={node}",
             f"--kubeconfig={smoke}/kubeconfig-node-agent", f"--cri-socket={cri_socket}",
             "--state-dir=/tmp/agent-state", "--health-host=127.0.0.1",
             f"--health-port={ports[2]}",

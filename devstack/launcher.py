@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from daemon.sandbox.layout import token_digest
+
 __all__ = ["LocalDaemon", "start_local_daemon"]
 
 
@@ -46,13 +48,20 @@ def start_local_daemon(
     args: Sequence[str] = (),
     *,
     token: str | None = None,
+    verifier_only: bool = False,
     prefix: Sequence[str] = (),
     host: str = "127.0.0.1",
     preexec_fn: Callable[[], None] | None = None,
     ready_timeout_s: float = 20.0,
 ) -> LocalDaemon:
     token = token or secrets.token_hex(16)
-    env = {**os.environ, "SANDMAN_TOKEN": token, "SANDMAN_LOG_LEVEL": "WARNING"}
+    # As a sandbox pod starts it (facade/podspec.py): the verifier only, never the token.
+    credential = (
+        ("SANDMAN_TOKEN_SHA256", token_digest(token).hex())
+        if verifier_only
+        else ("SANDMAN_TOKEN", token)
+    )
+    env = {**os.environ, credential[0]: credential[1], "SANDMAN_LOG_LEVEL": "WARNING"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # use cached bytecode: start-up is measured
     argv = [*prefix, sys.executable, "-m", "daemon.sandbox", "--host", host, "--port", "0", *args]
     started = time.monotonic()

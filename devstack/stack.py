@@ -30,13 +30,14 @@ import aiohttp
 import yaml
 
 from controller.leader import ElectionSettings
+from devstack.crds import sandman_crds
 from devstack.lifecycle import StartStop
 from devstack.manifests import ManifestsError, ManifestsSettings, component_kubeconfigs
 from devstack.manifests import apply_overlay as apply_manifests
 from devstack.ports import free_listen_port
 from kube import ClientSettings, KubeClient
 from kube.errors import AlreadyExists
-from kube.preparation import CRD as PREPARATION_CRD
+from kube.preparation_contract import AGENT_LEASE_NAMESPACE
 from kube.resources import LEASES, Resource
 from sandman.wire.facade import DEFAULT_CLASS
 
@@ -68,6 +69,9 @@ class StackSettings:
     tenant_tokens: dict[str, str] = field(default_factory=dict)
     #: Images present on every node at start (what the node agent's pre-pull achieves).
     preloaded_images: tuple[str, ...] = ()
+    #: More entries of some tenants' facade configuration (e.g. {"dev": {"max_tool_calls": 2}}:
+    #: facade/tenancy.py), over the limits below.
+    tenant_config: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_sandboxes: int = 1000
     create_rate_per_s: float = 200.0
     create_burst: int = 1000
@@ -79,7 +83,7 @@ class StackSettings:
     facade_host: str = "127.0.0.1"
     facade_port: int = 0
     controller_args: tuple[str, ...] = ()
-    #: Controller processes: 1 always leads (``--no-leader-elect``); more elect a leader
+    #: Controller processes: 1 always leads (``--no-election``); more elect a leader
     #: through the ``sandman-controller`` Lease, each with its process name as identity
     #: (``controller``, ``controller-2``, ...), the others warm standbys.
     controller_replicas: int = 1
@@ -94,8 +98,8 @@ class StackSettings:
     #: One node agent per simulated node (``devstack.agents``, against each node's CRI
     #: socket); simcluster then serves CRI. The ImagePreparation CRD is installed either way.
     node_agents: bool = False
-    #: ``KEY=VALUE`` settings for every agent (``AgentSettings`` fields).
-    node_agent_settings: tuple[str, ...] = ()
+    #: More flags of the node agent's (``python -m daemon.node --help``), for every agent.
+    node_agent_args: tuple[str, ...] = ()
     python: str = field(default_factory=lambda: sys.executable)
     #: The facade's ``delivery`` section (facade/podspec.py ``DaemonDelivery``); None: the
     #: daemon runs from this Python (``local-process``, simcluster's process runtime). The
@@ -144,7 +148,7 @@ class Stack(StartStop):
         await self._install_crd()
         for tenant in s.tenants:
             await self._ensure_namespace(f"sandman-{tenant}", s.quota_pods.get(tenant))
-        self._write_facade_config()
+        self.write_facade_config()
         # Fixed ports, so a restarted controller or facade keeps its URL.
         self.controller_urls = [
             f"http://127.0.0.1:{free_listen_port()}" for _ in range(max(s.controller_replicas, 1))
@@ -265,6 +269,15 @@ class Stack(StartStop):
             return str(self.settings.workdir / "cluster" / "kubeconfig-node-agent")
         return self.service_kubeconfig
 
+    def facade_identity(self) -> str:
+        """The user the facades' kubeconfig authenticates as (the name of its one user:
+        simcluster and devstack/manifests.py write it so), whom the controllers' placement
+        endpoint admits. Under the manifests, the facade's own ServiceAccount, the
+        controller's default; otherwise the one identity all of Sandman's processes share
+        (``kubeconfig-sandman``'s), so the endpoint still reviews every caller's token."""
+        config = yaml.safe_load(Path(self.kubeconfig_of("facade")).read_text())
+        return str(config["users"][0]["name"])
+
     async def _apply_manifests(self) -> None:
         self.say("applying manifests/overlays/simcluster (RBAC on)")
         settings = ManifestsSettings()
@@ -280,14 +293,15 @@ class Stack(StartStop):
         self.say(f"starting the {name}")
         url = self.controller_urls[self.controllers().index(name)]
         port = url.rsplit(":", 1)[1]
-        election: tuple[str, ...] = ("--no-leader-elect",)
+        election: tuple[str, ...] = ("--no-election",)
         if self.settings.controller_replicas > 1:
-            election = ("--identity", name, *self.settings.election_args)
+            election = ("--election-identity", name, *self.settings.election_args)
         await self.spawn(
             name,
             [
                 "-m", "controller", "--kubeconfig", self.kubeconfig_of("controller"), *election,
                 "--health-host", "127.0.0.1", "--health-port", port,
+                "--placement-auth-users", self.facade_identity(),
                 *self.settings.controller_args,
             ],
         )  # fmt: skip
@@ -310,7 +324,8 @@ class Stack(StartStop):
         await self._wait_log(name, _LISTENING)
         await self._wait_http(name, f"{url}/readyz")
 
-    def _write_facade_config(self) -> Path:
+    def write_facade_config(self) -> Path:
+        """The facade's configuration file (its classes are what tests render pods of)."""
         s = self.settings
         secret = s.workdir / "facade-secret"
         secret.write_text(secrets.token_urlsafe(48))
@@ -330,6 +345,7 @@ class Stack(StartStop):
                     "max_sandboxes": s.max_sandboxes,
                     "create_rate_per_s": s.create_rate_per_s,
                     "create_burst": s.create_burst,
+                    **s.tenant_config.get(name, {}),
                 }
                 for name, token in self.tokens.items()
             ],
@@ -346,11 +362,10 @@ class Stack(StartStop):
         self.say("starting the node agents")
         args = [
             "-m", "devstack.agents", "--kubeconfig", self.kubeconfig_of("node-agent"),
-            "--sockets", str(cluster / "cri-sockets.json"), "--namespace", SANDMAN_NAMESPACE,
+            "--sockets", str(cluster / "cri-sockets.json"), "--namespace", AGENT_LEASE_NAMESPACE,
             "--state-dir", str(self.settings.workdir / "agents"), "--ready-file", str(ready),
+            *self.settings.node_agent_args,
         ]  # fmt: skip
-        for kv in self.settings.node_agent_settings:
-            args += ["--set", kv]
         await self.spawn("agents", args)
         await self._wait_for("agents", ready.exists, self.settings.start_timeout_s)
         self.agents_metrics_url = (
@@ -361,10 +376,12 @@ class Stack(StartStop):
         async with await KubeClient.connect(
             ClientSettings(qps=0, burst=0), kubeconfig=str(self.kubeconfig)
         ) as client:
-            with contextlib.suppress(AlreadyExists):
-                await client.create(CRDS, PREPARATION_CRD)
-            with contextlib.suppress(AlreadyExists):
-                await client.create(NAMESPACES, {"metadata": {"name": SANDMAN_NAMESPACE}})
+            for crd in sandman_crds():
+                with contextlib.suppress(AlreadyExists):
+                    await client.create(CRDS, crd)
+            for namespace in (SANDMAN_NAMESPACE, AGENT_LEASE_NAMESPACE):
+                with contextlib.suppress(AlreadyExists):
+                    await client.create(NAMESPACES, {"metadata": {"name": namespace}})
 
     async def _ensure_namespace(self, namespace: str, quota_pods: int | None) -> None:
         async with await KubeClient.connect(

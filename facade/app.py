@@ -11,23 +11,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from aiohttp import web
 
 from kube import EVENTS, NODES, PODS, ClientSettings, KubeClient
 from kube.contract import LABEL_SANDBOX
+from kube.freezer import Freezer, FreezerSettings
 from kube.informer import Informer, InformerSettings
 from kube.placement import PlacementClient, PlacementClientSettings
+from sandman.base.settings import LOG_LEVELS, fixed, part, setting
 from sandman.wire.keepalive import FACADE_IDLE_S
 
+from .announcements import PreparationService
+from .audit import AuditLog, AuditSettings
 from .config import FacadeConfig
+from .fairness import LoginThrottleSettings
 from .handlers import FacadeHandlers
 from .index import IndexSettings, SandboxIndex, pod_indexers
 from .metrics import FacadeMetrics
-from .prepare import PreparationService
 from .proxy import DaemonProxy, ProxyLimits
 from .service import SandboxService, ServiceSettings
+from .tls import ServerTls
 
 __all__ = ["CREATION_MODES", "Facade", "FacadeSettings"]
 
@@ -38,42 +43,85 @@ log = logging.getLogger("facade")
 
 @dataclass(frozen=True, slots=True)
 class FacadeSettings:
-    kubeconfig: str | None = None
-    context: str | None = None
-    host: str = "127.0.0.1"
-    port: int = 8000  # 0: any free port (see Facade.url)
-    #: Largest JSON body of a control request (creates, batches); tool-call bodies stream
-    #: to the daemon, which enforces its own caps.
-    max_body_bytes: int = 1 << 20
-    #: An idle keep-alive connection from a trainer is closed after this long (s). Clients
-    #: must close theirs first (the SDK's pool keeps idle connections for less,
-    #: sandman.wire.keepalive), or a request sent just as the facade closes it fails.
-    keepalive_s: float = FACADE_IDLE_S
-    #: At stop, requests still running after waits were ended (tool calls, creates) get this
-    #: long (s) to finish before they are cancelled.
-    shutdown_grace_s: float = 5.0
-    #: More connections than the send window holds creates (ServiceSettings.
-    #: preplaced_window, at most 200): a pre-placed create the window lets through never waits
-    #: for a connection past its placement's second.
-    client: ClientSettings = field(
-        default_factory=lambda: ClientSettings(
-            qps=1000.0, burst=2000, max_connections=256, user_agent="sandman-facade/0.1"
-        )
+    kubeconfig: str | None = setting(
+        None, help="kubeconfig path; none: $KUBECONFIG, then in-cluster (kr8s resolves it)"
     )
-    informer: InformerSettings = field(default_factory=InformerSettings)
-    index: IndexSettings = field(default_factory=IndexSettings)
-    service: ServiceSettings = field(default_factory=ServiceSettings)
-    proxy: ProxyLimits = field(default_factory=ProxyLimits)
-    #: Component name on the controller's Events (binder and garbage collector).
-    controller_component: str = "sandman-controller"
-    #: "pre-placed": ask the leading controller where a batch goes and create the pods
-    #: with spec.nodeName (one write each; unbound whenever that fails); "binder": create
-    #: every pod unbound for the binder (create + bind), for clusters whose policy forbids
-    #: nodeName on create or that need kube-scheduler's preemption (docs/facade.md).
-    creation: str = "pre-placed"
-    placement: PlacementClientSettings = field(default_factory=PlacementClientSettings)
+    context: str | None = setting(None, help="kubeconfig context; none: its current one")
+    host: str = setting("127.0.0.1", help="listen address (0.0.0.0 in a pod)")
+    port: int = setting(8000, help="listen port; 0: any free port")
+    tls_cert_file: str | None = setting(
+        None,
+        help="serve the API over TLS with this PEM certificate chain (with tls_key_file); "
+        "re-read when the file changes (a rotated Secret); none: plain HTTP, for loopback or "
+        'behind an ingress that terminates TLS (docs/operator-guide.md, "TLS")',
+    )
+    tls_key_file: str | None = setting(None, help="the PEM private key of tls_cert_file")
+    metrics_port: int | None = setting(
+        None,
+        help="serve /metrics on this port of its own (0: any free port), and not on --port: "
+        "a NetworkPolicy can then let only scrapers reach it (the production manifests do); "
+        "none: /metrics on --port beside the API, unauthenticated (development)",
+    )
+    max_body_bytes: int = setting(
+        1 << 20,
+        help="largest JSON body of a control request (creates, batches); tool-call bodies "
+        "stream to the daemon, which enforces its own caps",
+    )
+    keepalive_s: float = setting(
+        FACADE_IDLE_S,
+        help="an idle keep-alive connection from a trainer is closed after this; clients close "
+        "theirs first (the SDK's pool keeps idle connections for less, sandman.wire.keepalive), "
+        "or a request sent just as the facade closes it fails",
+    )
+    shutdown_grace_s: float = setting(
+        5.0,
+        help="at stop, requests still running after waits were ended (tool calls, creates) get "
+        "this long to finish before they are cancelled",
+    )
+    client: ClientSettings = part(
+        ClientSettings,
+        help="the API client (creates, deletes); more connections than the send window holds "
+        "creates, so a pre-placed create the window lets through never waits for one",
+        default=ClientSettings(
+            qps=1000.0, burst=2000, max_connections=256, user_agent="sandman-facade/0.1"
+        ),
+    )
+    informer: InformerSettings = part(InformerSettings, help="the list-and-watch of every cache")
+    index: IndexSettings = part(IndexSettings, help="the watch-cache index of sandboxes")
+    service: ServiceSettings = part(ServiceSettings, help="creates and batches")
+    proxy: ProxyLimits = part(ProxyLimits, help="the hop to each sandbox's daemon")
+    audit: AuditSettings = part(AuditSettings, help="the audit log (facade/audit.py)")
+    failed_logins: LoginThrottleSettings = part(
+        LoginThrottleSettings, help="failed logins, per remote address (facade/fairness.py)"
+    )
+    controller_component: str = fixed(
+        "sandman-controller",
+        why="the controller's name on its Events (binder and garbage collector): a contract "
+        "between the two processes, not an operator's choice",
+    )
+    creation: str = setting(
+        "pre-placed",
+        help="pre-placed: ask the leading controller where a batch goes and create the pods "
+        "with spec.nodeName (one write each; unbound whenever that fails); binder: create "
+        "every pod unbound for the binder (create + bind), for clusters whose policy forbids "
+        "nodeName on create or that need kube-scheduler's preemption (docs/facade.md)",
+        choices=CREATION_MODES,
+    )
+    placement: PlacementClientSettings = part(
+        PlacementClientSettings, help="where the leading controller is, and how long to wait for it"
+    )
+    freeze_after_sync: bool = setting(
+        True,
+        help="once every watch cache has synced, move what is alive out of the cyclic garbage "
+        "collector's reach (gc.freeze), and the survivors of every full collection after "
+        "that (kube/freezer.py): otherwise each full collection walks every cached pod",
+    )
+    freezer: FreezerSettings = part(FreezerSettings, help="when the frozen objects are thawed")
+    log_level: str = setting("INFO", help="logging level", choices=LOG_LEVELS)
 
     def __post_init__(self) -> None:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file go together")
         if self.creation not in CREATION_MODES:
             raise ValueError(f"creation must be one of {CREATION_MODES}, not {self.creation!r}")
 
@@ -92,8 +140,15 @@ class Facade:
         self.informers: list[Informer] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
+        self._metrics_runner: web.AppRunner | None = None
+        #: Where /metrics is served (the API's listener unless ``metrics_port`` is set).
+        self.metrics_url = ""
         self.placer: PlacementClient | None = None
         self.service: SandboxService | None = None
+        self.freezer = Freezer(settings.freezer)
+        self.audit = AuditLog(settings.audit)
+        #: The API listener's certificate, when it serves TLS (``tls_cert_file``).
+        self.tls: ServerTls | None = None
 
     def ready(self) -> bool:
         """Every watch cache synced and none refused (a 403 leaves it stale)."""
@@ -105,6 +160,7 @@ class Facade:
         s = self.settings
         self.client = await KubeClient.connect(s.client, kubeconfig=s.kubeconfig, context=s.context)
         await self.proxy.start()
+        self.audit.start()
         for namespace in sorted({t.namespace for t in self.config.tenants.tenants()}):
             self._watch(namespace)
         nodes = Informer(self.client, NODES, settings=s.informer, name="nodes")
@@ -131,10 +187,10 @@ class Facade:
         )
         handlers = FacadeHandlers(
             service, self.index, self.config.tenants, self.proxy, self.metrics, self.ready,
-            PreparationService(self.client),
+            PreparationService(self.client), s.failed_logins, self.audit,
         )  # fmt: skip
         app = web.Application(client_max_size=s.max_body_bytes, middlewares=[handlers.observe])
-        app.add_routes(handlers.routes())
+        app.add_routes(handlers.routes(metrics=s.metrics_port is None))
         self._runner = web.AppRunner(
             app,
             access_log=None,
@@ -143,11 +199,39 @@ class Facade:
             shutdown_timeout=s.shutdown_grace_s,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, s.host, s.port)
+        tls = None
+        if s.tls_cert_file is not None and s.tls_key_file is not None:
+            tls = self.tls = ServerTls(s.tls_cert_file, s.tls_key_file)
+            self._tasks.append(asyncio.create_task(tls.watch(), name="facade-tls-reload"))
+        site = web.TCPSite(self._runner, s.host, s.port, ssl_context=tls.context if tls else None)
         await site.start()
         port = self._runner.addresses[0][1]
-        self.url = f"http://{s.host}:{port}"
+        self.url = f"{'https' if tls else 'http'}://{s.host}:{port}"
+        self.metrics_url = f"{self.url}/metrics"
+        if s.metrics_port is not None:
+            await self._serve_metrics(handlers, s.metrics_port)
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="facade-housekeeping"))
+        if s.freeze_after_sync:
+            self._tasks.append(
+                asyncio.create_task(self._freeze_when_synced(), name="facade-freeze")
+            )
+
+    async def _serve_metrics(self, handlers: FacadeHandlers, port: int) -> None:
+        """/metrics alone on a listener of its own (``--metrics-port``): not an API call,
+        so no audit line per scrape."""
+        app = web.Application()
+        app.add_routes([web.get("/metrics", handlers.prometheus)])
+        runner = self._metrics_runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        await web.TCPSite(runner, self.settings.host, port).start()
+        self.metrics_url = f"http://{self.settings.host}:{runner.addresses[0][1]}/metrics"
+
+    async def _freeze_when_synced(self) -> None:
+        """Freeze once the first lists are in (kube/freezer.py): what the caches hold then
+        is what every later full collection would walk again."""
+        await asyncio.gather(*(i.synced.wait() for i in self.informers))
+        frozen = self.freezer.start()
+        log.info("caches synced: %d objects frozen out of the cyclic GC", frozen)
 
     def _record_placement(self, outcome: str, pods: int) -> None:
         if pods:
@@ -189,6 +273,10 @@ class Facade:
         """End parked waits (each answers 503 ``facade_stopping``), stop listening, give
         running requests ``shutdown_grace_s``, then stop the watches and the clients."""
         self.index.close()
+        self.freezer.stop()
+        if self._metrics_runner is not None:
+            await self._metrics_runner.cleanup()
+            self._metrics_runner = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -199,6 +287,7 @@ class Facade:
                 await task
         self._tasks.clear()
         await self.proxy.close()
+        self.audit.stop()
         if self.placer is not None:
             await self.placer.close()
             self.placer = None

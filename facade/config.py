@@ -10,10 +10,13 @@ secret_file: /etc/sandman/facade-secret   # or `secret:` inline (development onl
 delivery: {mode: init-container, bundle_image: registry.example/sandman-daemon:0.1}
 classes:
   - {name: tiny, cpu: 250m, memory: 512Mi, runtime_class: gvisor}
+  # hardening relaxations, per class (docs/operator-guide.md, "Pod hardening"):
+  - {name: build, capabilities: [CHOWN, FOWNER, SETUID, SETGID], user_namespace: true}
 tenants:
   - {name: team-a, token_sha256: [...], max_sandboxes: 2000, create_rate_per_s: 200}
   # optional caps over live image announcements: max_prepared_images (1000),
-  # max_prepared_sandboxes (20000)
+  # max_prepared_sandboxes (20000); fair sharing (facade/fairness.py): max_tool_calls (256),
+  # max_waits (1024), allowed_classes, allowed_registries (absent: any)
 ```
 
 ``delivery_file: delivery.yaml`` (relative to this file) may stand for the ``delivery``
@@ -67,10 +70,15 @@ def load_config(path: str | Path, clock: Callable[[], float] = time.monotonic) -
         tenants = TenantDirectory.from_yaml(text, clock)
     except TenancyError as e:
         raise ConfigError(str(e)) from e
+    classes = _classes(document.get("classes") or [{"name": DEFAULT_CLASS}])
+    for tenant in tenants.tenants():
+        unknown = sorted(set(tenant.allowed_classes or ()) - set(classes))
+        if unknown:
+            raise ConfigError(f"tenant {tenant.name}: allowed_classes names no class {unknown}")
     return FacadeConfig(
         minter=_minter(document, Path(path).parent),
         delivery=_delivery(_delivery_entry(document, Path(path).parent)),
-        classes=_classes(document.get("classes") or [{"name": DEFAULT_CLASS}]),
+        classes=classes,
         tenants=tenants,
     )
 
@@ -141,6 +149,8 @@ def _classes(entries: Any) -> dict[str, SandboxClass]:
                 priority_class=entry.get("priority_class"),
                 node_selector=dict(entry.get("node_selector") or {}),
                 tolerations=tuple(entry.get("tolerations") or ()),
+                user_namespace=_flag(entry, "user_namespace", default=True),
+                capabilities=_capabilities(entry.get("capabilities") or ()),
             )
         except (TypeError, ValueError) as e:
             raise ConfigError(f"classes[{i}]: {e}") from e
@@ -150,3 +160,30 @@ def _classes(entries: Any) -> dict[str, SandboxClass]:
             raise ConfigError(f"classes[{i}]: duplicate class {c.name!r}")
         classes[c.name] = c
     return classes
+
+
+#: what a class may add back after dropping ALL: Pod Security `baseline`'s list, which has
+#: no NET_RAW (a pod needing more than these runs only in a `privileged` namespace)
+CAPABILITIES = frozenset(
+    {
+        "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+        "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+    }
+)  # fmt: skip
+
+
+def _flag(entry: Mapping[str, Any], key: str, *, default: bool) -> bool:
+    value = entry.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"{key} must be true or false")
+    return value
+
+
+def _capabilities(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(c, str) for c in value):
+        raise ValueError("capabilities must be a list of capability names")
+    unknown = sorted(set(value) - CAPABILITIES)
+    if unknown:
+        allowed = ", ".join(sorted(CAPABILITIES))
+        raise ValueError(f"capabilities {', '.join(unknown)} not allowed (one of {allowed})")
+    return tuple(value)

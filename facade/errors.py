@@ -1,7 +1,12 @@
-"""Typed, machine-readable failures of the facade (HTTP status + stable ``reason``).
+"""Typed, machine-readable failures of the facade: a reason from the one table, its status.
 
-The same body shape as the sandbox daemon's errors (``{"error": {"reason", "message"}}``), so a
-trainer handles one format whether a failure came from the facade or from inside a sandbox.
+The same body as the sandbox daemon's errors (``{"error": {"reason", "message"}}``, the wire
+model :class:`sandman.wire.errors.ErrorBody`), so a trainer handles one format whether a
+failure came from the facade or from inside a sandbox. A :class:`FacadeError` names its
+reason (:class:`sandman.wire.errors.Reason`) and nothing else: the status, and whether a
+client may retry, are the table's, so no raise site can answer a reason with another status
+than the SDK decodes it by.
+
 Failures of the API server behind the facade are translated, never passed through raw: a
 throttled API server is a 429 with its Retry-After (the trainer should slow down), anything
 else a 503 ``cluster_unavailable`` (retriable) with the cause chained for the logs.
@@ -9,32 +14,38 @@ else a 503 ``cluster_unavailable`` (retriable) with the cause chained for the lo
 
 from __future__ import annotations
 
-import json
-
 from aiohttp import web
 
 from kube import KubeError, TooManyRequests, TransportError
 from kube.errors import ServerError
+from sandman.base.errors import Failure
+from sandman.wire.errors import Reason, encode_error
 
 __all__ = ["FacadeError", "error_response", "from_kube_error"]
 
 
-class FacadeError(Exception):
+class FacadeError(Failure):
+    """An answer other than success: ``message``, then the ``reason`` (its status and
+    retriability come from the table); ``allow``: a 405's allowed methods (its ``Allow``
+    header, RFC 9110)."""
+
+    reason: Reason
+
     def __init__(
         self,
-        status: int,
-        reason: str,
         message: str,
         *,
+        reason: Reason,
         retry_after_s: float | None = None,
         allow: tuple[str, ...] = (),
     ) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.retry_after_s = retry_after_s
-        #: A 405's methods that are allowed (its ``Allow`` header, RFC 9110).
+        super().__init__(
+            message,
+            reason=reason,
+            status=reason.status,
+            retriable=reason.retriable,
+            retry_after_s=retry_after_s,
+        )
         self.allow = allow
 
 
@@ -42,19 +53,17 @@ def from_kube_error(e: KubeError, doing: str) -> FacadeError:
     """A facade error for an API-server failure while ``doing`` something."""
     if isinstance(e, TooManyRequests):
         return FacadeError(
-            429,
-            "cluster_throttled",
             f"the API server is throttling us while {doing}; retry later",
-            retry_after_s=e.retry_after or 1.0,
+            reason=Reason.CLUSTER_THROTTLED,
+            retry_after_s=e.retry_after_s or 1.0,
         )
     if isinstance(e, TransportError | ServerError):
         return FacadeError(
-            503,
-            "cluster_unavailable",
             f"the API server failed while {doing}: {e}",
+            reason=Reason.CLUSTER_UNAVAILABLE,
             retry_after_s=1.0,
         )
-    return FacadeError(502, "cluster_error", f"the API server refused {doing}: {e}")
+    return FacadeError(f"the API server refused {doing}: {e}", reason=Reason.CLUSTER_ERROR)
 
 
 def error_response(exc: FacadeError) -> web.Response:
@@ -63,7 +72,10 @@ def error_response(exc: FacadeError) -> web.Response:
         headers["Retry-After"] = str(max(1, round(exc.retry_after_s)))
     if exc.allow:
         headers["Allow"] = ", ".join(exc.allow)
-    body = json.dumps({"error": {"reason": exc.reason, "message": exc.message}})
     return web.Response(
-        status=exc.status, text=body, content_type="application/json", headers=headers
+        status=exc.status,
+        body=encode_error(exc.reason, exc.message),
+        content_type="application/json",
+        charset="utf-8",
+        headers=headers,
     )

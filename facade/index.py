@@ -35,6 +35,7 @@ import msgspec
 from kube.cache import Obj
 from kube.contract import LABEL_OWNER, LABEL_SANDBOX
 from kube.informer import Handlers, Informer
+from sandman.base.settings import setting
 from sandman.wire.facade import Sandbox, SandboxState
 
 from .leases import lease_name
@@ -68,16 +69,21 @@ class WaitAborted(Exception):
 
 @dataclass(frozen=True, slots=True)
 class IndexSettings:
-    #: Replacements the controller makes before giving up (controller/replace.py).
-    max_attempts: int = 3
-    #: How long (s) a provisionally noted create waits for its watch event.
-    provisional_s: float = 30.0
-    #: Tombstones kept (most recent) and for how long (s).
-    tombstones: int = 50_000
-    tombstone_s: float = 900.0
-    #: A wait on an id this replica has not seen gives up after this long (s): long enough
-    #: for another replica's create to reach our watch, short enough for a typo.
-    unknown_grace_s: float = 5.0
+    max_attempts: int = setting(
+        3,
+        help="replacements the controller makes before giving up (keep it the controller's "
+        "--replacer-max-attempts, controller/replace.py)",
+    )
+    provisional_s: float = setting(
+        30.0, help="how long a provisionally noted create waits for its watch event"
+    )
+    tombstones: int = setting(50_000, help="tombstones of deleted sandboxes kept (most recent)")
+    tombstone_s: float = setting(900.0, help="...and for how long")
+    unknown_grace_s: float = setting(
+        5.0,
+        help="a wait on an id this replica has not seen gives up after this long: long enough "
+        "for another replica's create to reach our watch, short enough for a typo",
+    )
 
 
 class SandboxIndex:
@@ -89,7 +95,9 @@ class SandboxIndex:
         self.settings = settings or IndexSettings()
         self._clock = clock
         self._pods: dict[str, Informer] = {}  # namespace -> informer
-        self._provisional: dict[SandboxKey, tuple[Obj, float]] = {}
+        #: Creates noted before their watch event, per namespace (sandbox id -> pod, noted at):
+        #: by namespace so that admission's live count is O(1) however many are waiting.
+        self._provisional: dict[str, dict[str, tuple[Obj, float]]] = {}
         self._tombstones: OrderedDict[SandboxKey, tuple[Sandbox, float]] = OrderedDict()
         self._released: dict[SandboxKey, float] = {}
         self._unschedulable: dict[str, str] = {}  # pod uid -> message
@@ -118,13 +126,17 @@ class SandboxIndex:
 
     # --- reads ----------------------------------------------------------------------------
     def pods(self, namespace: str, sid: str) -> list[Obj]:
-        informer = self._pods.get(namespace)
-        found = informer.cache.by_index("sandbox", f"{namespace}/{sid}") if informer else []
+        found = self._watched(namespace, sid)
         if not found:
-            provisional = self._provisional.get((namespace, sid))
+            provisional = self._provisional.get(namespace, {}).get(sid)
             if provisional and self._clock() - provisional[1] < self.settings.provisional_s:
                 return [provisional[0]]
         return found
+
+    def _watched(self, namespace: str, sid: str) -> list[Obj]:
+        """The sandbox's pods in the watch cache (no provisional entry)."""
+        informer = self._pods.get(namespace)
+        return informer.cache.by_index("sandbox", f"{namespace}/{sid}") if informer else []
 
     def current_pod(self, namespace: str, sid: str) -> Obj | None:
         """The newest attempt (the one that speaks for the sandbox)."""
@@ -145,9 +157,7 @@ class SandboxIndex:
         return None
 
     def live(self, namespace: str) -> int:
-        return self._live.get(namespace, 0) + sum(
-            1 for (ns, _), _ in self._provisional.items() if ns == namespace
-        )
+        return self._live.get(namespace, 0) + len(self._provisional.get(namespace, ()))
 
     def sandbox_ids(self, namespace: str, owner: str | None = None) -> list[str]:
         informer = self._pods.get(namespace)
@@ -159,7 +169,7 @@ class SandboxIndex:
             ids = {(p["metadata"].get("labels") or {}).get(LABEL_SANDBOX) for p in pods}
         else:
             ids = {v.split("/", 1)[1] for v in cache.index_values("sandbox")}
-        ids |= {sid for (ns, sid) in self._provisional if ns == namespace}
+        ids |= set(self._provisional.get(namespace, ()))
         return sorted(i for i in ids if i)
 
     async def wait(
@@ -209,26 +219,41 @@ class SandboxIndex:
                 event.set()
 
     # --- writes by this facade ------------------------------------------------------------
-    def note_created(self, pod: Obj) -> None:
+    def note_created(self, pod: Obj) -> Sandbox:
+        """Note a pod just created (or found created) so that the next read finds it before
+        its watch event does, unless the watch has it already: the sandbox it is now (the
+        newest attempt's, as :meth:`get` answers)."""
         meta = pod["metadata"]
         sid = (meta.get("labels") or {}).get(LABEL_SANDBOX, meta["name"])
         key = (meta["namespace"], sid)
         self._tombstones.pop(key, None)
         self._released.pop(key, None)
-        if not self.pods(*key) or key in self._provisional:
-            self._provisional[key] = (pod, self._clock())
-            self._wake(key)
+        self._wake(key)  # waiters read the sandbox again once this returns: as noted below
+        watched = self._watched(*key)
+        noted = self._provisional.setdefault(key[0], {})
+        if not watched or key[1] in noted:
+            noted[key[1]] = (pod, self._clock())
+        current = max(watched or [pod], key=attempt_of)  # what get() reads now
+        uid = current["metadata"].get("uid", "")
+        # _view's reading, of the pods just looked up: the note goes one way (cache, state).
+        return sandbox_from_pod(
+            current,
+            unschedulable=self._unschedulable.get(uid),
+            was_ready=uid in self._ready_uids,
+            max_attempts=self.settings.max_attempts,
+        )
 
     def note_released(self, namespace: str, sid: str) -> None:
         self._released[(namespace, sid)] = self._clock()
-        self._provisional.pop((namespace, sid), None)
+        self._forget_provisional((namespace, sid))
 
     def expire(self) -> None:
         """Drop stale provisional entries, tombstones and release marks (call periodically)."""
         now = self._clock()
-        for key, (_, at) in list(self._provisional.items()):
-            if now - at >= self.settings.provisional_s:
-                del self._provisional[key]
+        for noted in self._provisional.values():
+            for sid, (_, at) in list(noted.items()):
+                if now - at >= self.settings.provisional_s:
+                    del noted[sid]
         for key, at in list(self._released.items()):
             if now - at >= self.settings.tombstone_s:
                 del self._released[key]
@@ -313,10 +338,15 @@ class SandboxIndex:
         if key is None:
             return
         self._uid_key[pod["metadata"].get("uid", "")] = key
-        self._provisional.pop(key, None)
+        self._forget_provisional(key)
         if sandbox_from_pod(pod).state == "ready":
             self._ready_uids.add(pod["metadata"].get("uid", ""))
         self._wake(key)
+
+    def _forget_provisional(self, key: SandboxKey) -> None:
+        noted = self._provisional.get(key[0])
+        if noted is not None:
+            noted.pop(key[1], None)
 
     def _count(self, pod: Obj, delta: int) -> None:
         if is_live(pod):
@@ -332,7 +362,7 @@ class SandboxIndex:
             self._unschedulable[uid] = str(event.get("message") or "")
             self._wake_pod(uid)
         elif event.get("reason") == "SandboxDeleted":
-            # controller/gc.py writes "deleted by the sandbox garbage collector: <reason>".
+            # controller/collector.py writes "deleted by the sandbox garbage collector: <reason>".
             message = str(event.get("message") or "")
             gc_reason = message.rsplit(": ", 1)[-1].split(" ", 1)[0]
             if involved.get("kind") == "Lease":

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 from kube import LEASES, AlreadyExists, KubeClient, KubeError, NotFound
 from kube.contract import LABEL_OWNER
+from kube.times import format_micro_time
 from sandman.wire.facade import LeaseStatus
 
 from .errors import from_kube_error
@@ -37,7 +37,7 @@ class OwnerLeaseWriter:
         self.identity = identity
 
     async def renew(self, namespace: str, owner: str, duration_s: int) -> LeaseStatus:
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        now = format_micro_time()
         spec = {"holderIdentity": owner, "leaseDurationSeconds": duration_s, "renewTime": now}
         name = lease_name(owner)
         try:

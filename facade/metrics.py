@@ -57,7 +57,7 @@ class FacadeMetrics:
         self.placements_ran_out = Counter(
             "sandman_facade_placements_ran_out",
             "Pre-placed creates not sent because their placement ran out first (each asked "
-            "for once more, or created unbound: facade/preplace.py).",
+            "for once more, or created unbound: facade/preplaced.py).",
             registry=r,
         )
         self.released = Counter(
@@ -69,6 +69,13 @@ class FacadeMetrics:
         self.admission_rejections = Counter(
             "sandman_facade_admission_rejections",
             "Creates refused by tenant admission (429/400), by reason.",
+            ["tenant", "reason"],
+            registry=r,
+        )
+        self.fair_share_refusals = Counter(
+            "sandman_facade_fair_share_refusals",
+            "Requests refused to share the facade fairly (facade/fairness.py: caps on calls and "
+            'waits, allow-lists, the failed-login throttle with tenant ""), by reason.',
             ["tenant", "reason"],
             registry=r,
         )

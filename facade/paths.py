@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from daemon.sandbox.api import ROUTES as DAEMON_ROUTES
+from sandman.wire.errors import Reason
 
 from .errors import FacadeError
 from .routes import PROXIED
@@ -38,15 +39,18 @@ class ProxiedCall:
     #: The daemon path: ``/v1/`` + canonical segments, safe to send as it is (nothing to
     #: encode, nothing any reader would normalise).
     path: str
+    #: The daemon route's operation name (``exec``, ``exec_stream``...): what the audit log
+    #: records and what fair sharing counts a call as (facade/fairness.py).
+    operation: str = ""
 
 
 def _template(path: str) -> re.Pattern[str]:
     return re.compile("/".join(_PARAMETER.sub("[^/]+", part) for part in path.split("/")))
 
 
-#: (method, path pattern) of every daemon operation under a proxied prefix.
-OPERATIONS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (route.method, _template(route.path))
+#: (method, path pattern, operation) of every daemon operation under a proxied prefix.
+OPERATIONS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
+    (route.method, _template(route.path), route.operation)
     for route in DAEMON_ROUTES
     if route.path.split("/")[2] in PROXIED
 )
@@ -60,25 +64,24 @@ def proxied_call(method: str, raw_path: str) -> ProxiedCall:
     """
     raw = raw_path.split("?", 1)[0].split("/")
     if raw[:1] != [""] or tuple(raw[1:3]) != PREFIX or len(raw) < 5:
-        raise FacadeError(404, "not_found", f"no tool call at {raw_path!r}")
+        raise FacadeError(f"no tool call at {raw_path!r}", reason=Reason.NOT_FOUND)
     segments = [unquote(s, errors="replace") for s in raw[3:]]
     for segment in segments:
         if not _SEGMENT.fullmatch(segment) or segment in (".", ".."):
             raise FacadeError(
-                400,
-                "invalid_path",
                 "path segments must be non-empty, not `.` or `..`, and only [A-Za-z0-9._~-] "
                 f"(percent-decoded once): {raw_path!r}",
+                reason=Reason.INVALID_PATH,
             )
     path = "/v1/" + "/".join(segments[1:])
-    allowed = sorted({m for m, pattern in OPERATIONS if pattern.fullmatch(path)})
+    matches = {m: op for m, pattern, op in OPERATIONS if pattern.fullmatch(path)}
+    allowed = sorted(matches)
     if not allowed:
-        raise FacadeError(404, "not_found", f"no sandbox operation at {path!r}")
+        raise FacadeError(f"no sandbox operation at {path!r}", reason=Reason.NOT_FOUND)
     if method not in allowed:
         raise FacadeError(
-            405,
-            "method_not_allowed",
             f"{method} is not allowed on {path}",
+            reason=Reason.METHOD_NOT_ALLOWED,
             allow=tuple(allowed),
         )
-    return ProxiedCall(sandbox_id=segments[0], path=path)
+    return ProxiedCall(sandbox_id=segments[0], path=path, operation=matches[method])

@@ -2,10 +2,28 @@
 
 Everything the rest of Sandman relies on about a sandbox pod is decided here, in one pure
 function, and pinned by a golden file (tests/facade/golden/): the labels the controller's
-garbage collector selects on, the annotations carrying expiry and idle timeout, the scheduler
-name the bulk binder watches for, and the hardening every sandbox gets (no service-account
-token, no service links, never restarted blank). The task image is used unmodified: the
-daemon arrives through a volume and is the container's command.
+garbage collector selects on, the annotations carrying expiry, idle timeout, the request's
+digest and a group, the scheduler name the bulk binder watches for, and the hardening every
+sandbox gets (no service-account token, no service links, never restarted blank). The task
+image is used unmodified: the daemon arrives through a volume and is the container's command.
+
+Why the hardening is here and not left to the cluster: the code a sandbox runs is hostile,
+and the pod is the last place Sandman decides anything about it. Every pod meets Pod
+Security `restricted` as rendered (tests/facade/test_pod_security.py creates them in a
+namespace enforcing it): seccomp ``RuntimeDefault``, every capability dropped (NET_RAW
+included: no raw sockets, no ARP/ICMP spoofing of neighbours), no privilege escalation, and
+``hostUsers: false`` so an unmodified image's root is not root on the node — the user
+namespace is what lets a root image meet `restricted` at all (upstream relaxes runAsNonRoot
+for such pods). A class may add capabilities back or run without a user namespace; either
+is a per-class relaxation the operator must pair with the tenant namespace's level
+(docs/operator-guide.md, "Pod hardening").
+
+Why the request is the wire model itself (``CreateSandbox``): the create request is defined
+once, and validated once, when the facade decodes it (facade/params.py: a 400 with a reason
+naming the field). A copy of its fields here would be one more definition to keep equal, and
+a second validator one more to keep agreeing. Direct callers (tests, load/ benchmarks) build
+a ``CreateSandbox``; one that takes input from outside validates it as the facade does, with
+``msgspec.convert(data, CreateSandbox)``.
 """
 
 from __future__ import annotations
@@ -13,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from daemon.sandbox.layout import (
@@ -22,22 +40,25 @@ from daemon.sandbox.layout import (
     LOADERS,
     bundle_command,
     python_command,
+    token_digest,
 )
+from daemon.sandbox.settings import DaemonSettings
 from kube.contract import (
     ANNOTATION_EXPIRES_AT,
+    ANNOTATION_GROUP,
+    ANNOTATION_GROUP_SIZE,
     ANNOTATION_IDLE_TIMEOUT,
+    ANNOTATION_REQUEST_DIGEST,
     LABEL_CLASS,
     LABEL_OWNER,
     LABEL_SANDBOX,
     LABEL_TENANT,
     SCHEDULER_NAME,
 )
-from sandman.wire.facade import (
-    DEFAULT_TTL_S,
-    LABEL_NAME_PATTERN,
-    LABEL_VALUE_PATTERN,
-    RESERVED_ENV_PREFIX,
-)
+from kube.pool_contract import LABEL_POOL
+from kube.times import format_time
+from sandman.base.settings import env_of
+from sandman.wire.facade import LABEL_VALUE_PATTERN, CreateSandbox
 
 __all__ = [
     "ANNOTATION_EXPIRES_AT",
@@ -50,25 +71,15 @@ __all__ = [
     "LABEL_VALUE",
     "SCHEDULER_NAME",
     "DaemonDelivery",
-    "PodSpecError",
     "SandboxClass",
-    "SandboxRequest",
+    "container_security",
     "render_pod",
+    "render_pool_template",
 ]
 
 USER_LABEL_PREFIX = "user.sandman.io/"
-# The wire model checks these on decoding already; render_pod checks again for direct callers.
+#: A class's name labels its pods: facade/config.py checks each configured name with this.
 LABEL_VALUE = re.compile(LABEL_VALUE_PATTERN)
-LABEL_NAME = re.compile(LABEL_NAME_PATTERN)
-ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$(?!\n)")
-
-
-class PodSpecError(ValueError):
-    """The request cannot become a valid Pod; ``reason`` is machine-readable."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +94,12 @@ class SandboxClass:
     priority_class: str | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    user_namespace: bool = True
+    """``hostUsers: false``: the image's root is an unprivileged user on the node. Off only
+    for runtimes without user namespaces (a root image then needs `baseline`)."""
+    capabilities: tuple[str, ...] = ()
+    """Added back after dropping ALL; only ``NET_BIND_SERVICE`` keeps `restricted`
+    (docs/operator-guide.md, "Pod hardening": what each one lets a task image do)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,22 +128,8 @@ class DaemonDelivery:
         return bundle_command(host=host, mount=self.mount, loader=self.loader)
 
 
-@dataclass(frozen=True, slots=True)
-class SandboxRequest:
-    """What the pod is rendered from: the facade fills every field from the decoded
-    ``CreateSandbox``; the default TTL is the wire model's (for direct callers: benchmarks,
-    tests)."""
-
-    image: str
-    owner: str
-    ttl_s: int = DEFAULT_TTL_S
-    idle_timeout_s: int | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-
 def render_pod(
-    request: SandboxRequest,
+    request: CreateSandbox,
     sandbox_class: SandboxClass,
     delivery: DaemonDelivery,
     *,
@@ -135,9 +138,13 @@ def render_pod(
     tenant: str,
     token: str,
     now: datetime,
+    digest: str | None = None,
+    group: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
-    """The Pod manifest for one sandbox. Raises PodSpecError for invalid input."""
-    _validate(request)
+    """The Pod manifest for one sandbox of ``request`` (validated when it was decoded), of
+    ``sandbox_class`` (the request's class, resolved by the caller). ``digest``: what the
+    Idempotency-Key was used for (the request's digest); ``group``: the batch's group name
+    and size, for the binder's all-or-nothing placement."""
     resources = {"cpu": sandbox_class.cpu, "memory": sandbox_class.memory}
     if sandbox_class.ephemeral_storage:
         resources["ephemeral-storage"] = sandbox_class.ephemeral_storage
@@ -147,14 +154,21 @@ def render_pod(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 5,
-        "containers": [_task_container(request, delivery, resources, token)],
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [_task_container(request, delivery, resources, token, sandbox_class)],
     }
+    if sandbox_class.user_namespace:
+        spec["hostUsers"] = False
     _add_placement(spec, sandbox_class)
-    _add_delivery(spec, delivery)
-    expires = (now + timedelta(seconds=request.ttl_s)).astimezone(UTC)
-    annotations = {ANNOTATION_EXPIRES_AT: expires.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    _add_delivery(spec, delivery, sandbox_class)
+    expires = now + timedelta(seconds=request.ttl_s)
+    annotations = {ANNOTATION_EXPIRES_AT: format_time(expires)}
     if request.idle_timeout_s:
         annotations[ANNOTATION_IDLE_TIMEOUT] = str(request.idle_timeout_s)
+    if digest is not None:
+        annotations[ANNOTATION_REQUEST_DIGEST] = digest
+    if group is not None:
+        annotations[ANNOTATION_GROUP], annotations[ANNOTATION_GROUP_SIZE] = group[0], str(group[1])
     labels = {f"{USER_LABEL_PREFIX}{k}": v for k, v in sorted(request.labels.items())}
     labels |= {
         LABEL_SANDBOX: name,
@@ -175,16 +189,70 @@ def render_pod(
     }
 
 
+def render_pool_template(
+    image: str,
+    sandbox_class: SandboxClass,
+    delivery: DaemonDelivery,
+    *,
+    announcement: str,
+    namespace: str,
+    tenant: str,
+    pool_token: str,
+    expires_at: datetime,
+) -> dict[str, Any]:
+    """The pod template of an announcement's pool pods (kube/pool_contract.pool_pod makes
+    each slot's pod of it): a sandbox pod as :func:`render_pod` renders it — the same class,
+    hardening and delivery, so a claimed sandbox is a cold one in every respect — but with no
+    owner (a claim's owner lives in its SandboxClaim), no request digest, the announcement's
+    expiry (an unclaimed pool pod is deleted with its announcement: nothing lingers), the pool
+    token and the daemon told it is a pool sandbox (it serves its claim only)."""
+    now = datetime.now(expires_at.tzinfo)
+    ttl = max(1, int((expires_at - now).total_seconds()))
+    request = CreateSandbox(image=image, owner="pool", sandbox_class=sandbox_class.name, ttl_s=ttl)
+    pod = render_pod(
+        request,
+        sandbox_class,
+        delivery,
+        name=f"{announcement}-template",
+        namespace=namespace,
+        tenant=tenant,
+        token=pool_token,
+        now=now,
+    )
+    meta = pod["metadata"]
+    del meta["labels"][LABEL_OWNER]
+    meta["labels"][LABEL_POOL] = announcement
+    meta["annotations"][ANNOTATION_EXPIRES_AT] = format_time(expires_at)
+    (container,) = pod["spec"]["containers"]
+    container["env"].append({"name": env_of(DaemonSettings, "pooled"), "value": "1"})
+    return pod
+
+
+def container_security(sandbox_class: SandboxClass) -> dict[str, Any]:
+    """Every container's hardening: no privilege escalation (setuid binaries and file
+    capabilities grant nothing: no_new_privs), every capability dropped but the class's."""
+    capabilities: dict[str, Any] = {"drop": ["ALL"]}
+    if sandbox_class.capabilities:
+        capabilities["add"] = list(sandbox_class.capabilities)
+    return {"allowPrivilegeEscalation": False, "capabilities": capabilities}
+
+
 def _task_container(
-    request: SandboxRequest, delivery: DaemonDelivery, resources: dict[str, str], token: str
+    request: CreateSandbox,
+    delivery: DaemonDelivery,
+    resources: dict[str, str],
+    token: str,
+    sandbox_class: SandboxClass,
 ) -> dict[str, Any]:
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(request.env.items())]
     env += [
-        {"name": "SANDMAN_TOKEN", "value": token},
+        # The verifier, never the token: whoever reads the pod cannot drive the sandbox.
+        {"name": env_of(DaemonSettings, "token_sha256"), "value": token_digest(token).hex()},
         {"name": "SANDMAN_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
     if request.idle_timeout_s:
-        env.append({"name": "SANDMAN_IDLE_TIMEOUT", "value": str(request.idle_timeout_s)})
+        idle = env_of(DaemonSettings, "idle_timeout_s")  # the name the daemon reads it by
+        env.append({"name": idle, "value": str(request.idle_timeout_s)})
     container: dict[str, Any] = {
         "name": "sandbox",
         "image": request.image,
@@ -192,6 +260,7 @@ def _task_container(
         "env": env,
         "ports": [{"name": "daemon", "containerPort": DAEMON_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "securityContext": container_security(sandbox_class),
         "readinessProbe": {
             "httpGet": {"path": "/healthz", "port": DAEMON_PORT},
             "periodSeconds": 1,
@@ -219,7 +288,9 @@ def _add_placement(spec: dict[str, Any], sandbox_class: SandboxClass) -> None:
         spec["tolerations"] = [dict(t) for t in sandbox_class.tolerations]
 
 
-def _add_delivery(spec: dict[str, Any], delivery: DaemonDelivery) -> None:
+def _add_delivery(
+    spec: dict[str, Any], delivery: DaemonDelivery, sandbox_class: SandboxClass
+) -> None:
     if delivery.mode == "local-process":
         return
     if delivery.mode == "init-container":
@@ -229,6 +300,7 @@ def _add_delivery(spec: dict[str, Any], delivery: DaemonDelivery) -> None:
                 "image": delivery.bundle_image,
                 "command": ["/bin/busybox", "cp", "-a", f"{delivery.mount}/.", "/bundle/"],
                 "volumeMounts": [{"name": "sandman", "mountPath": "/bundle"}],
+                "securityContext": container_security(sandbox_class),
                 "resources": {
                     "requests": {"cpu": "10m", "memory": "16Mi"},
                     "limits": {"cpu": "100m", "memory": "32Mi"},
@@ -247,21 +319,3 @@ def _add_delivery(spec: dict[str, Any], delivery: DaemonDelivery) -> None:
         spec["volumes"] = [
             {"name": "sandman", "hostPath": {"path": delivery.host_path, "type": "Directory"}}
         ]
-
-
-def _validate(request: SandboxRequest) -> None:
-    if not request.image or any(c.isspace() or c == "\0" for c in request.image):
-        raise PodSpecError(f"invalid image reference {request.image!r}", "invalid_image")
-    if not LABEL_VALUE.search(request.owner) or not request.owner:
-        raise PodSpecError(f"owner {request.owner!r} is not a valid label value", "invalid_owner")
-    if request.ttl_s <= 0:
-        raise PodSpecError("ttl_s must be positive", "invalid_ttl")
-    for key, value in request.labels.items():
-        if not LABEL_NAME.search(key) or not LABEL_VALUE.search(value):
-            raise PodSpecError(f"label {key}={value!r} is not valid", "invalid_label")
-    for key, value in request.env.items():
-        if key.startswith(RESERVED_ENV_PREFIX) or not ENV_NAME.search(key) or "\0" in value:
-            raise PodSpecError(
-                f"environment variable {key!r} is reserved ({RESERVED_ENV_PREFIX}*) or invalid",
-                "invalid_env",
-            )

@@ -21,6 +21,8 @@ import aiohttp
 from aiohttp import web
 
 from daemon.sandbox.layout import DAEMON_PORT
+from sandman.base.settings import setting
+from sandman.wire.errors import Reason
 from sandman.wire.keepalive import POOLED_IDLE_S
 
 from .errors import FacadeError
@@ -46,13 +48,18 @@ HOP_HEADERS = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class ProxyLimits:
-    connect_timeout_s: float = 2.0
-    request_timeout_s: float = 3600.0
-    """Upper bound of one proxied call; exec timeouts are enforced inside the daemon."""
-    per_pod_connections: int = 8
-    total_connections: int = 8192
-    keepalive_s: float = POOLED_IDLE_S
-    """Shorter than the daemon's idle timeout: this end lets go first."""
+    connect_timeout_s: float = setting(2.0, help="connecting to a sandbox's daemon")
+    request_timeout_s: float = setting(
+        3600.0,
+        help="upper bound of one proxied call; exec timeouts are enforced inside the daemon",
+    )
+    per_pod_connections: int = setting(8, help="connections kept to one sandbox's daemon")
+    total_connections: int = setting(8192, help="connections to daemons, all sandboxes together")
+    keepalive_s: float = setting(
+        POOLED_IDLE_S,
+        help="an idle pooled connection to a daemon is closed after this: shorter than the "
+        "daemon's keep-alive timeout, so this end lets go first",
+    )
 
 
 class DaemonProxy:
@@ -81,38 +88,48 @@ class DaemonProxy:
             self._session = None
 
     async def forward(
-        self, request: web.Request, pod_ip: str, token: str, path: str, *, port: int | None = None
+        self,
+        request: web.Request,
+        pod_ip: str,
+        token: str,
+        path: str,
+        *,
+        port: int | None = None,
+        body: bytes | None = None,
     ) -> web.StreamResponse:
-        """Forward ``request`` to ``path`` on the daemon at ``pod_ip``; stream the answer back."""
+        """Forward ``request`` to ``path`` on the daemon at ``pod_ip``; stream the answer back.
+        ``body``: the request's body when the caller has read it already (the audit log
+        reads an exec's), else it streams from the request."""
         if self._session is None:
             raise RuntimeError("DaemonProxy.start() was not called")
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_HEADERS}
         headers["Authorization"] = f"Bearer {token}"
         url = f"http://{pod_ip}:{port or self.port}{path}"
-        body = request.content if request.body_exists else None
+        data = body if body is not None else (request.content if request.body_exists else None)
         try:
             async with self._session.request(
-                request.method, url, params=request.query, data=body, headers=headers
+                request.method, url, params=request.query, data=data, headers=headers
             ) as upstream:
                 return await self._relay(request, upstream)
         except aiohttp.ClientConnectionError as exc:
             if isinstance(exc, aiohttp.ServerTimeoutError):
                 raise FacadeError(
-                    504, "daemon_timeout", f"sandbox daemon timed out: {exc}"
+                    f"sandbox daemon timed out: {exc}", reason=Reason.DAEMON_TIMEOUT
                 ) from exc
             raise FacadeError(
-                502, "daemon_unreachable", f"sandbox daemon unreachable: {exc}"
+                f"sandbox daemon unreachable: {exc}", reason=Reason.DAEMON_UNREACHABLE
             ) from exc
         except TimeoutError as exc:
             raise FacadeError(
-                504, "daemon_timeout", "sandbox daemon did not answer in time"
+                "sandbox daemon did not answer in time", reason=Reason.DAEMON_TIMEOUT
             ) from exc
 
     @staticmethod
     async def _relay(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         if upstream.status == 401:
             raise FacadeError(
-                502, "daemon_rejected_token", "the sandbox daemon rejected the facade's token"
+                "the sandbox daemon rejected the facade's token",
+                reason=Reason.DAEMON_REJECTED_TOKEN,
             )
         response = web.StreamResponse(status=upstream.status)
         for key, value in upstream.headers.items():

@@ -4,7 +4,10 @@ Each row names the wire models of its body, its query string (one Struct per ope
 ``sandman.wire.facade``), its validated path parameters and headers, and the statuses it
 answers. The router decodes every request with those models (``facade/params.py``) and the
 OpenAPI document describes them from the same rows, so what the document calls a valid
-request is what the server accepts (generated-input tests hold the two to it).
+request is what the server accepts (generated-input tests hold the two to it). Each row is a
+named constant that the handlers bind to the method serving it (``{routes.CREATE:
+self.create, ...}``, facade/handlers.py; ``daemon.sandbox.api.bind`` refuses a row without a
+handler or a handler of two rows), so a route leads to its handler and back.
 
 Tool calls (exec, sessions, processes, files, info) are not repeated here: they are the
 daemon's own operations (docs/openapi/daemon.json) under ``/v1/sandboxes/{id}/``, forwarded
@@ -24,17 +27,38 @@ import msgspec
 from daemon.sandbox.api import Route
 from daemon.sandbox.openapi import openapi_document, unauthenticated_get
 from sandman.wire import facade as m
-from sandman.wire import prepare as p
+from sandman.wire import image_preparation as p
+from sandman.wire.errors import Side
 
-__all__ = ["PROXIED", "ROUTES", "FacadeRoute", "build_document"]
+__all__ = [
+    "CLASSES",
+    "CREATE",
+    "CREATE_BATCH",
+    "GET",
+    "GET_PREPARATION",
+    "LIST",
+    "PREPARE",
+    "PROXIED",
+    "RELEASE",
+    "RELEASE_OWNER",
+    "RENEW_LEASE",
+    "ROUTES",
+    "FacadeRoute",
+    "build_document",
+]
 
 VERSION = "1.1.0"
 #: Daemon operation prefixes forwarded under /v1/sandboxes/{id}/.
 PROXIED = ("info", "exec", "sessions", "processes", "files")
 IDEMPOTENCY_KEY = "Idempotency-Key"
 #: 503 ``facade_stopping``: this replica is shutting down (retry: another one answers).
-_WRITE_ERRORS = (400, 401, 409, 413, 429, 502, 503)
-_CLASS_NOTE = "400 `unknown_class`: `class` is not one of `GET /v1/classes`."
+#: 403 ``class_not_allowed`` / ``registry_not_allowed``: outside the tenant's allow-lists.
+#: 429 everywhere a bearer token is read: ``login_throttled`` (facade/fairness.py).
+_WRITE_ERRORS = (400, 401, 403, 409, 413, 429, 502, 503)
+_CLASS_NOTE = (
+    "400 `unknown_class`: `class` is not one of `GET /v1/classes`. 403 `class_not_allowed`, "
+    "`registry_not_allowed`: a class or an image registry outside the tenant's allow-lists."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,117 +76,148 @@ class FacadeRoute(Route):
     replay_status: int | None = None
 
 
+CREATE = FacadeRoute(
+    "POST",
+    "/v1/sandboxes",
+    "create",
+    "Create one sandbox (Idempotency-Key header makes retries safe)",
+    m.CreateSandbox,
+    m.Sandbox,
+    status=201,
+    errors=_WRITE_ERRORS,
+    header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
+    description=_CLASS_NOTE,
+    replay_status=200,
+)
+
+CREATE_BATCH = FacadeRoute(
+    "POST",
+    "/v1/batches",
+    "create_batch",
+    "Create `count` sandboxes from one spec in one request",
+    m.CreateBatch,
+    m.BatchResult,
+    status=201,
+    errors=_WRITE_ERRORS,
+    header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
+    description=_CLASS_NOTE
+    + " 400 `batch_too_large`: `count` over the tenant's burst or sandbox limit."
+    + " 409 `idempotency_key_reused`: the key was used for another spec or count.",
+)
+
+LIST = FacadeRoute(
+    "GET",
+    "/v1/sandboxes",
+    "list",
+    "List sandboxes (by owner, labels `k=v`, state), paginated",
+    None,
+    m.SandboxList,
+    query_model=m.ListQuery,
+    errors=(400, 401, 429, 503),
+    description="400 `invalid_continue`: a `continue` token the facade did not issue.",
+)
+
+RELEASE_OWNER = FacadeRoute(
+    "DELETE",
+    "/v1/sandboxes",
+    "release_owner",
+    "Release every sandbox of an owner (one deletecollection), its image announcements "
+    "and its lease",
+    None,
+    m.OwnerReleased,
+    status=202,
+    query_model=m.OwnerQuery,
+    errors=(400, 401, 429, 502, 503),
+)
+
+GET = FacadeRoute(
+    "GET",
+    "/v1/sandboxes/{id}",
+    "get",
+    "Get a sandbox; `wait=ready|started|final` waits (watch cache) up to `timeout_s`",
+    None,
+    m.Sandbox,
+    query_model=m.GetQuery,
+    errors=(400, 401, 404, 429, 503),
+    description="429 `too_many_waits`: the tenant has its `max_waits` long waits open.",
+)
+
+RELEASE = FacadeRoute(
+    "DELETE",
+    "/v1/sandboxes/{id}",
+    "release",
+    "Release a sandbox (its pod is deleted)",
+    None,
+    m.Sandbox,
+    status=202,
+    errors=(401, 404, 429, 502, 503),
+)
+
+RENEW_LEASE = FacadeRoute(
+    "PUT",
+    "/v1/owners/{owner}/lease",
+    "renew_lease",
+    "Create or renew an owner's lease; when it lapses its sandboxes are collected",
+    m.LeaseRenewal,
+    m.LeaseStatus,
+    errors=(400, 401, 413, 429, 502, 503),
+    path_types=(("owner", m.OwnerName),),
+)
+
+PREPARE = FacadeRoute(
+    "POST",
+    "/v1/prepare",
+    "prepare",
+    "Announce images ahead of a burst (sandboxes expected per image, optional deadline); "
+    "the controller has nodes pull them (Idempotency-Key header makes retries safe)",
+    p.PrepareImages,
+    p.Preparation,
+    status=201,
+    errors=_WRITE_ERRORS,
+    header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
+    description="400 `duplicate_image`: an image is named twice in `images`."
+    " 403 `registry_not_allowed`: an image from a registry outside the tenant's allow-list."
+    " 400 `prepare_too_large`: this announcement alone is over the tenant's"
+    " `max_prepared_images` or `max_prepared_sandboxes`."
+    " 429 `prepare_quota_exceeded`: with the tenant's live announcements it would be"
+    " (it fits once they expire or their owner is released)."
+    " With an `owner`, the announcement goes when the owner is released or its lease"
+    " expires.",
+    replay_status=200,
+)
+
+GET_PREPARATION = FacadeRoute(
+    "GET",
+    "/v1/prepare/{id}",
+    "get_preparation",
+    "Progress of an announcement: nodes ready per image, failures, ETA",
+    None,
+    p.Preparation,
+    errors=(401, 404, 429, 503),
+)
+
+CLASSES = FacadeRoute(
+    "GET",
+    "/v1/classes",
+    "classes",
+    "Sandbox classes offered (those the tenant may use)",
+    None,
+    m.ClassList,
+    errors=(400, 401, 429),
+)
+
+#: Every operation of the facade's own, in the order the router and the document take them.
 ROUTES: tuple[FacadeRoute, ...] = (
-    FacadeRoute(
-        "POST",
-        "/v1/sandboxes",
-        "create",
-        "Create one sandbox (Idempotency-Key header makes retries safe)",
-        m.CreateSandbox,
-        m.Sandbox,
-        status=201,
-        errors=_WRITE_ERRORS,
-        header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
-        description=_CLASS_NOTE,
-        replay_status=200,
-    ),
-    FacadeRoute(
-        "POST",
-        "/v1/batches",
-        "create_batch",
-        "Create `count` sandboxes from one spec in one request",
-        m.CreateBatch,
-        m.BatchResult,
-        status=201,
-        errors=_WRITE_ERRORS,
-        header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
-        description=_CLASS_NOTE
-        + " 400 `batch_too_large`: `count` over the tenant's burst or sandbox limit."
-        + " 409 `idempotency_key_reused`: the key was used for another spec or count.",
-    ),
-    FacadeRoute(
-        "GET",
-        "/v1/sandboxes",
-        "list",
-        "List sandboxes (by owner, labels `k=v`, state), paginated",
-        None,
-        m.SandboxList,
-        query_model=m.ListQuery,
-        errors=(400, 401, 503),
-        description="400 `invalid_continue`: a `continue` token the facade did not issue.",
-    ),
-    FacadeRoute(
-        "DELETE",
-        "/v1/sandboxes",
-        "release_owner",
-        "Release every sandbox of an owner (one deletecollection), its image announcements "
-        "and its lease",
-        None,
-        m.OwnerReleased,
-        status=202,
-        query_model=m.OwnerQuery,
-        errors=(400, 401, 429, 502, 503),
-    ),
-    FacadeRoute(
-        "GET",
-        "/v1/sandboxes/{id}",
-        "get",
-        "Get a sandbox; `wait=ready|started|final` waits (watch cache) up to `timeout_s`",
-        None,
-        m.Sandbox,
-        query_model=m.GetQuery,
-        errors=(400, 401, 404, 503),
-    ),
-    FacadeRoute(
-        "DELETE",
-        "/v1/sandboxes/{id}",
-        "release",
-        "Release a sandbox (its pod is deleted)",
-        None,
-        m.Sandbox,
-        status=202,
-        errors=(401, 404, 429, 502, 503),
-    ),
-    FacadeRoute(
-        "PUT",
-        "/v1/owners/{owner}/lease",
-        "renew_lease",
-        "Create or renew an owner's lease; when it lapses its sandboxes are collected",
-        m.LeaseRenewal,
-        m.LeaseStatus,
-        errors=(400, 401, 413, 429, 502, 503),
-        path_types=(("owner", m.OwnerName),),
-    ),
-    FacadeRoute(
-        "POST",
-        "/v1/prepare",
-        "prepare",
-        "Announce images ahead of a burst (sandboxes expected per image, optional deadline); "
-        "the controller has nodes pull them (Idempotency-Key header makes retries safe)",
-        p.PrepareImages,
-        p.Preparation,
-        status=201,
-        errors=_WRITE_ERRORS,
-        header_types=((IDEMPOTENCY_KEY, m.IdempotencyKey),),
-        description="400 `duplicate_image`: an image is named twice in `images`."
-        " 400 `prepare_too_large`: this announcement alone is over the tenant's"
-        " `max_prepared_images` or `max_prepared_sandboxes`."
-        " 429 `prepare_quota_exceeded`: with the tenant's live announcements it would be"
-        " (it fits once they expire or their owner is released)."
-        " With an `owner`, the announcement goes when the owner is released or its lease"
-        " expires.",
-        replay_status=200,
-    ),
-    FacadeRoute(
-        "GET",
-        "/v1/prepare/{id}",
-        "get_preparation",
-        "Progress of an announcement: nodes ready per image, failures, ETA",
-        None,
-        p.Preparation,
-        errors=(401, 404, 429, 503),
-    ),
-    FacadeRoute("GET", "/v1/classes", "classes", "Sandbox classes offered", None, m.ClassList),
+    CREATE,
+    CREATE_BATCH,
+    LIST,
+    RELEASE_OWNER,
+    GET,
+    RELEASE,
+    RENEW_LEASE,
+    PREPARE,
+    GET_PREPARATION,
+    CLASSES,
 )
 
 
@@ -211,7 +266,8 @@ def _proxied_paths() -> dict[str, dict[str, Any]]:
         "once the path is normalised and matches a daemon operation (400 invalid_path: "
         "a segment that is empty, `.`, `..` or outside `[A-Za-z0-9._~-]`, also "
         "percent-encoded; 404 not_found, 405 method_not_allowed otherwise); "
-        "409 sandbox_not_ready, 410 sandbox_terminated, 502 daemon_unreachable, "
+        "409 sandbox_not_ready, 410 sandbox_terminated, 429 too_many_calls / "
+        "too_many_waits (the tenant's caps), 502 daemon_unreachable, "
         "504 daemon_timeout come from the facade."
     )
     return {
@@ -229,7 +285,12 @@ def build_document() -> dict[str, Any]:
         "/metrics": unauthenticated_get("metrics", "Prometheus metrics (no auth)"),
     }
     document = openapi_document(
-        ROUTES, title="Sandman facade", version=VERSION, query_types={}, extra_paths=extra
+        ROUTES,
+        title="Sandman facade",
+        version=VERSION,
+        query_types={},
+        extra_paths=extra,
+        side=Side.FACADE,
     )
     for route in ROUTES:
         methods = document["paths"][route.path]

@@ -50,7 +50,7 @@ ADMISSION_REASONS = frozenset(
     {"OutOfcpu", "OutOfmemory", "OutOfpods", "OutOfephemeral-storage", "UnexpectedAdmissionError"}
 )
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
-#: The garbage collector's deletion reasons (controller/gc.py) as trainer-facing reasons.
+#: The garbage collector's deletion reasons (controller/collector.py) as trainer-facing reasons.
 GC_REASONS = {
     "expired": "ttl_expired",
     "owner-expired": "owner_expired",

@@ -6,7 +6,9 @@ a create that would exceed the tenant's concurrent-sandbox limit or its create r
 answered at once with 429 and a Retry-After, instead of piling up Pending pods on a shared
 cluster. A Kubernetes ResourceQuota in the tenant's namespace stays the hard backstop.
 Image announcements have their own caps (``max_prepared_images``, ``max_prepared_sandboxes``:
-what a tenant may have nodes pull ahead; checked in facade/prepare.py).
+what a tenant may have nodes pull ahead; checked in facade/announcements.py); tool calls and
+long waits theirs (``max_tool_calls``, ``max_waits``), and the classes and registries a tenant
+may use their allow-lists (``allowed_classes``, ``allowed_registries``): facade/fairness.py.
 
 Everything here is deterministic given its clock (injected; tests pass a fake one). The facade's
 replicas each run it;
@@ -32,6 +34,7 @@ from typing import Any
 import yaml
 
 from kube.ratelimit import TokenBucket
+from sandman.wire.errors import Reason
 
 __all__ = ["Admission", "TenancyError", "Tenant", "TenantDirectory"]
 
@@ -50,19 +53,30 @@ class Tenant:
     max_sandboxes: int
     create_rate_per_s: float
     create_burst: int
-    #: Caps over the tenant's live image announcements (facade/prepare.py).
+    #: Caps over the tenant's live image announcements (facade/announcements.py).
     max_prepared_images: int = 1000
     max_prepared_sandboxes: int = 20_000
+    #: Fair sharing (facade/fairness.py): proxied tool calls, and long waits (``?wait=``,
+    #: streamed execs, process waits), in flight at once in one replica.
+    max_tool_calls: int = 256
+    max_waits: int = 1024
+    #: The sandbox classes and image registries the tenant may use; None: any.
+    allowed_classes: tuple[str, ...] | None = None
+    allowed_registries: tuple[str, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Admission:
     """The answer to "may this tenant create n sandboxes now?" (a status, never raised)."""
 
-    allowed: bool
-    reason: str = ""
+    #: Why not (``batch_too_large``, ``quota_exceeded``, ``rate_limited``); None: admitted.
+    reason: Reason | None = None
     message: str = ""
     retry_after_s: float = 0.0
+
+    @property
+    def allowed(self) -> bool:
+        return self.reason is None
 
 
 class TenantDirectory:
@@ -120,24 +134,34 @@ class TenantDirectory:
         """May ``tenant``, which has ``live`` sandboxes, create ``count`` more now?"""
         if count > tenant.create_burst or count > tenant.max_sandboxes:
             limit = min(tenant.create_burst, tenant.max_sandboxes)
-            return Admission(False, "batch_too_large", f"a batch of {count} exceeds {limit}")
+            return Admission(Reason.BATCH_TOO_LARGE, f"a batch of {count} exceeds {limit}")
         if live + count > tenant.max_sandboxes:
             return Admission(
-                False,
-                "quota_exceeded",
+                Reason.QUOTA_EXCEEDED,
                 f"{live} live sandboxes + {count} exceeds the limit of {tenant.max_sandboxes}",
                 retry_after_s=1.0,
             )
         wait = self._buckets[tenant.name].try_take(count)
         if wait > 0:
-            return Admission(False, "rate_limited", "create rate limit reached", wait)
-        return Admission(True)
+            return Admission(Reason.RATE_LIMITED, "create rate limit reached", wait)
+        return Admission()
 
 
 def _limit(entry: dict[str, Any], name: str) -> int:
     """An optional integer limit of a tenant entry (default: the Tenant field's)."""
     default = next(f.default for f in dataclasses.fields(Tenant) if f.name == name)
     return int(entry.get(name, default))
+
+
+def _names(entry: dict[str, Any], name: str) -> tuple[str, ...] | None:
+    """An optional allow-list of a tenant entry: absent is None (anything), a list of
+    non-empty strings otherwise (empty: nothing allowed)."""
+    if entry.get(name) is None:
+        return None
+    items = entry[name]
+    if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+        raise TypeError(f"{name} must be a list of non-empty strings")
+    return tuple(i.rstrip("/") for i in items)
 
 
 def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
@@ -152,6 +176,10 @@ def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
             create_burst=int(entry.get("create_burst", 1000)),
             max_prepared_images=_limit(entry, "max_prepared_images"),
             max_prepared_sandboxes=_limit(entry, "max_prepared_sandboxes"),
+            max_tool_calls=_limit(entry, "max_tool_calls"),
+            max_waits=_limit(entry, "max_waits"),
+            allowed_classes=_names(entry, "allowed_classes"),
+            allowed_registries=_names(entry, "allowed_registries"),
         )
         digests = [str(d).lower() for d in entry["token_sha256"]]
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
@@ -167,6 +195,8 @@ def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
         or tenant.create_burst < 1
         or tenant.max_prepared_images < 1
         or tenant.max_prepared_sandboxes < 1
+        or tenant.max_tool_calls < 1
+        or tenant.max_waits < 1
     ):
         raise TenancyError(f"tenants[{index}]: limits must be finite and positive")
     if not digests or any(len(d) != 64 for d in digests):

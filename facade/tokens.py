@@ -30,3 +30,9 @@ class TokenMinter:
     def token_for(self, namespace: str, name: str) -> str:
         digest = hmac.new(self.secret, f"{namespace}/{name}".encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+    def pool_token_for(self, namespace: str, announcement: str) -> str:
+        """The pool token of an announcement's pool pods (kube/pool_contract.py): the only
+        credential their daemons take before a claim, and only for ``POST /v1/claim``. A
+        ``/`` cannot be in a pod name, so it never equals a sandbox's token."""
+        return self.token_for(namespace, f"pool/{announcement}")

@@ -1,7 +1,8 @@
 """How many creates may be unanswered at once. Pre-placed: placements are asked for only
 when their creates can go out, and the window's capacity follows the rate the API server
-grants (:class:`WindowSizing`); unbound (binder mode): no more in flight than the server's
-queue holds, so an overload costs few 429s (facade/service.py, ``unbound_in_flight``).
+grants (:class:`WindowSizing`); unbound (binder mode, groups, what pre-placed left): no more
+in flight than the server's queue holds, so an overload costs few 429s (facade/unbound.py,
+``ServiceSettings.unbound_in_flight``).
 
 Why: a placement is good for about a second (kube/placement.py, ``send_by``). The client's
 token bucket runs at its ceiling (1,000/s) while the API server grants ~500/s and answers
@@ -19,7 +20,7 @@ docs/benchmarks/burst.md). :class:`WindowSizing` makes the capacity the grant th
 pacer has seen (kube/ratelimit.py, ``AdaptivePacer.grant``: the successes of the last
 second, once the server has refused one of our requests) times ``queue_s``, between a
 floor and the configured maximum; a pre-placed batch larger than that goes in parts
-(facade/batch.py).
+(facade/preplaced.py).
 Not the pacer's own rate: one decrease at most halves it and the fast answers of the
 server's refilled burst raise it again, so it stayed near twice the grant and a window
 sized from it still drew 5.6% 429s at 200/s. Not before the server refused anything: then
@@ -32,7 +33,7 @@ while the server queues them longer.
 Waiters are served in arrival order (a batch is never overtaken by smaller ones behind
 it); a request for more than the whole window waits for an empty window and takes it —
 the capacity *at grant time*, so a window shrunk under a waiter still serves it. (A
-pre-placed batch larger than the capacity is sent in parts that fit: facade/batch.py.)
+pre-placed batch larger than the capacity is sent in parts that fit: facade/preplaced.py.)
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from sandman.base.settings import setting
+
 __all__ = ["SendWindow", "WindowSizing"]
 
 
@@ -51,16 +54,22 @@ __all__ = ["SendWindow", "WindowSizing"]
 class WindowSizing:
     """The pre-placed window's capacity from the grant seen (module docstring)."""
 
-    #: Never more (and the capacity while no grant is known: nothing refused yet, or no
-    #: pacer).
-    maximum: int = 200
-    #: Never less: after a pause (no successes in the last second) a few creates still go
-    #: at once, and their answers size the window again.
-    minimum: int = 32
-    #: Seconds of the grant the window holds: about what the server queues before it
-    #: answers 429 (APF's queues; 0.25 s in the reference profile), and well inside a
-    #: placement's ~1 s: ~50 at 200/s.
-    queue_s: float = 0.25
+    maximum: int = setting(
+        200,
+        help="never more (and the capacity while no grant is known: nothing refused yet, or no "
+        "pacer)",
+    )
+    minimum: int = setting(
+        32,
+        help="never less: after a pause a few creates still go at once, and their answers size "
+        "the window again",
+    )
+    queue_s: float = setting(
+        0.25,
+        help="how much of the grant the window holds: about what the server queues before it "
+        "answers 429 (APF's queues; 0.25 s in the reference profile), well inside a "
+        "placement's ~1 s: ~50 at 200/s",
+    )
 
     def __post_init__(self) -> None:
         if not 1 <= self.minimum <= self.maximum:

@@ -2,7 +2,8 @@
 
 Everything in Sandman that talks to a Kubernetes API server goes through here:
 :class:`KubeClient` (credentials via kr8s, requests via aiohttp, a lean bind transport, rate
-limit, retries), one error hierarchy and resource paths (this package's face);
+limit), the node agent's :class:`kube.light.LightClient`, the one retry rule both follow
+(:mod:`kube.retry`), one error hierarchy and resource paths (this package's face);
 :mod:`kube.informer` and :mod:`kube.cache` (list-then-watch caches); :mod:`kube.contract`
 (the labels and annotations that make a Pod a sandbox). It sits below both processes and
 imports neither. See docs/controller.md, "The client".

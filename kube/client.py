@@ -9,10 +9,10 @@ request over one aiohttp session built from them, adding what kr8s lacks:
 
 - explicit timeouts and a connection limit (:class:`ClientSettings`);
 - a client-side token bucket shared by all requests (:class:`TokenBucket`);
-- retries with full-jitter exponential backoff (:mod:`sandman.wire.backoff`, the helper every
-  Sandman retry loop shares): 429 always (the server did not run the request) and never
-  sooner than its Retry-After, connection failures before sending always, 5xx and timeouts
-  only when the caller says the request is safe to repeat;
+- retries as the layer's one rule says (:mod:`kube.retry`, shared with the light client):
+  429 always (the server did not run the request) and never sooner than its Retry-After,
+  connection failures before sending always, 5xx and timeouts only when the request is safe
+  to repeat, with the backoff every Sandman retry loop shares;
 - one error hierarchy (:mod:`kube.errors`) and msgspec JSON decoding;
 - a watch stream with an idle timeout (see :meth:`KubeClient.watch`).
 """
@@ -28,6 +28,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, Protocol
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import kr8s.asyncio
@@ -38,20 +39,19 @@ from kube.errors import (
     SendDeadlinePassed,
     TooManyRequests,
     TransportError,
-    Unauthorized,
     error_from_status,
     from_kr8s,
 )
 from kube.lean import LeanPool
 from kube.ratelimit import AdaptivePacer, TokenBucket
 from kube.resources import PODS, Resource
+from kube.retry import RetryRule, send_with_retries
 from kube.settings import ClientSettings
 from kube.verbs import JSON, Verbs, selectors
 from kube.watch import LineSplitter, WatchEvent
 
 __all__ = ["KubeClient", "RequestObserver", "WatchEvent"]
 
-_SAFE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "PATCH"})
 #: Failures before the request was written: always safe to repeat.
 _NOT_SENT = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
 
@@ -93,17 +93,19 @@ class KubeClient(Verbs):
         self.kr8s = api
         self.settings = settings
         self.observer = observer
+        self.retry = RetryRule.for_client(settings)
         self.bucket = TokenBucket(settings.qps, settings.burst)
         self.pacer = AdaptivePacer(self.bucket, settings.pacer)
         self._session = session
         self._ssl = ssl
         self._base = str(api.auth.server).rstrip("/")
+        self._base_path = urlsplit(self._base).path
         self._server_hostname = api.auth.tls_server_name or None
         self._headers = self._auth_headers()
         # sock_connect, not connect: aiohttp's ``connect`` also covers waiting for a free
         # pooled connection, which under a burst is queueing, not a dead server.
         self._timeout = aiohttp.ClientTimeout(
-            total=settings.timeouts.request, sock_connect=settings.timeouts.connect
+            total=settings.timeouts.request_s, sock_connect=settings.timeouts.connect_s
         )
         self._decoder = msgspec.json.Decoder()
         self._rng = random.Random()
@@ -124,7 +126,7 @@ class KubeClient(Verbs):
         settings = settings or ClientSettings()
         try:
             api = await kr8s.asyncio.api(kubeconfig=kubeconfig, context=context)
-            api.timeout = settings.timeouts.request
+            api.timeout = settings.timeouts.request_s
             ssl = await api.auth.ssl_context()
         except Exception as e:
             raise from_kr8s(e) from e
@@ -146,6 +148,7 @@ class KubeClient(Verbs):
         derived = copy.copy(self)
         if max_attempts is not None:
             derived.settings = dataclasses.replace(self.settings, max_attempts=max_attempts)
+            derived.retry = RetryRule.for_client(derived.settings)
         derived.bucket = TokenBucket(qps, burst)
         derived.pacer = AdaptivePacer(derived.bucket, self.settings.pacer)
         derived._owns_session = False
@@ -164,6 +167,9 @@ class KubeClient(Verbs):
     def _auth_headers(self) -> dict[str, str]:
         token = self.kr8s.auth.token
         return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def bearer_headers(self) -> dict[str, str]:
+        return self._auth_headers()
 
     async def close(self) -> None:
         if not self._owns_session:
@@ -202,60 +208,58 @@ class KubeClient(Verbs):
         send_by: float | None = None,
         prepaid: bool = False,
     ) -> Any:
-        """Send one request with rate limiting and retries; return the decoded JSON body.
+        """Send one request with rate limiting and retries (:mod:`kube.retry`); return the
+        decoded JSON body.
 
         ``idempotent`` (default: by method; POST is not) allows repeating the request after
         a 5xx or a timeout, where it may already have taken effect. ``lean``: over the lean
-        transport (no query; the binds and pre-placed creates). ``send_by``
-        (``time.monotonic()``): no attempt is sent after it — :class:`SendDeadlinePassed`
-        instead (a pre-placed create must not land after its placement ran out); over the
-        lean transport it is checked again with the connection in hand, after any wait for
-        one. ``prepaid``: the first attempt's
-        token was taken already (:meth:`take_tokens`)."""
-        safe = method in _SAFE_METHODS if idempotent is None else idempotent
+        transport (the binds and pre-placed creates). ``send_by`` (``time.monotonic()``): no
+        attempt is sent after it — :class:`SendDeadlinePassed` instead (a pre-placed create
+        must not land after its placement ran out); over the lean transport it is checked
+        again with the connection in hand, after any wait for one. ``prepaid``: the first
+        attempt's token was taken already (:meth:`take_tokens`)."""
         data = None if body is None else msgspec.json.encode(body)
         headers = {**self._headers, "Content-Type": content_type, "Accept": JSON}
         verb = _verb(method, path, query)
-        reauthenticated = False
-        attempt = 0
-        while True:
-            if prepaid:
-                prepaid = False
-            else:
+        target = self._lean_target(path, query) if lean else path
+        unpaid = not prepaid
+
+        async def pace() -> None:
+            nonlocal unpaid
+            if unpaid:
                 await self.bucket.acquire()
+            unpaid = True
+
+        async def attempt() -> Any:
             if send_by is not None and time.monotonic() > send_by:
                 raise SendDeadlinePassed(f"{method} {path}: not sent, its deadline passed")
             sent = self.pacer.now()
             try:
-                if lean and data is not None and not query:
-                    answer = await self._lean_once(method, verb, path, data, headers, send_by)
+                if lean:
+                    answer = await self._lean_once(method, verb, target, data, headers, send_by)
                 else:
                     answer = await self._once(method, verb, path, query, data, headers)
-            except TooManyRequests as e:
+            except TooManyRequests:
                 self.pacer.throttled(sent)
-                attempt += 1
-                if attempt >= self.settings.max_attempts:
-                    raise
-                await asyncio.sleep(self._delay(e, attempt))
-                continue
-            except SendDeadlinePassed:
-                raise  # its moment passed: the caller decides what to send instead
-            except Unauthorized:
-                if reauthenticated:
-                    raise
-                reauthenticated = True  # rotated token (bound service account tokens)
-                headers.update(await self._reauthenticate())
-                continue
+                raise
             except KubeError as e:
-                if e.code:  # the server answered (404, 409, 5xx...): it spent budget on it
+                if e.status:  # the server answered (404, 409, 5xx...): it spent budget on it
                     self.pacer.answered(self.pacer.now() - sent)
-                attempt += 1
-                if attempt >= self.settings.max_attempts or not self._may_retry(e, safe):
-                    raise
-                await asyncio.sleep(self._delay(e, attempt))
-            else:
-                self.pacer.answered(self.pacer.now() - sent)
-                return answer
+                raise
+            self.pacer.answered(self.pacer.now() - sent)
+            return answer
+
+        async def reauthenticate() -> None:  # a rotated token (bound service account tokens)
+            headers.update(await self._reauthenticate())
+
+        return await send_with_retries(
+            self.retry,
+            attempt,
+            safe=self.retry.is_safe(method, idempotent),
+            rng=self._rng,
+            pace=pace,
+            reauthenticate=reauthenticate,
+        )
 
     async def _once(
         self,
@@ -297,21 +301,23 @@ class KubeClient(Verbs):
         self,
         method: str,
         verb: str,
-        path: str,
-        data: bytes,
+        target: str,
+        data: bytes | None,
         headers: Mapping[str, str],
         send_by: float | None = None,
     ) -> Any:
+        """One attempt over the lean pool; ``target``: the path under the server's URL, with
+        the query."""
         start = time.perf_counter()
         try:
             code, resp_headers, raw = await self._lean.request(
-                method, path, headers, data, self.settings.timeouts.request, send_by
+                method, target, headers, data or b"", self.settings.timeouts.request_s, send_by
             )
         except SendDeadlinePassed:
             raise  # never sent: not a request to observe
         except TransportError as e:
             self._observe(verb, 0, start)
-            raise TransportError(f"{method} {path}: {e}", sent=e.sent) from e
+            raise TransportError(f"{method} {target}: {e}", sent=e.sent) from e
         except BaseException:
             self._observe(verb, 0, start)
             raise
@@ -319,17 +325,20 @@ class KubeClient(Verbs):
         if code < 300:
             return self._decoder.decode(raw) if raw else None
         raise error_from_status(
-            code, self._decode_error(raw), resp_headers.get("retry-after"), what=f"{method} {path}"
+            code,
+            self._decode_error(raw),
+            resp_headers.get("retry-after"),
+            what=f"{method} {target}",
         )
+
+    def _lean_target(self, path: str, query: Mapping[str, str] | None) -> str:
+        """The request target the lean pool sends: the server URL's own path (a proxy's
+        prefix), the API path, the query."""
+        return self._base_path + path + (f"?{urlencode(query)}" if query else "")
 
     def _observe(self, verb: str, code: int, start: float) -> None:
         if self.observer is not None:
             self.observer(verb, code, time.perf_counter() - start)
-
-    def _delay(self, e: KubeError, attempt: int) -> float:
-        """Full-jitter backoff; a 429's Retry-After (capped at ``max_retry_after``) is the
-        floor, spread up to 20% past it so the throttled herd does not return at once."""
-        return self.settings.backoff.delay(attempt, e.retry_after, self._rng)
 
     async def _reauthenticate(self) -> dict[str, str]:
         try:
@@ -401,7 +410,7 @@ class KubeClient(Verbs):
         """``async with client.watch(...) as events: async for ev in events: ...``
 
         The stream ends when the server closes it (``timeoutSeconds``). No bytes for
-        ``timeouts.watch_idle`` raises :class:`TransportError`; an ERROR event raises its
+        ``timeouts.watch_idle_s`` raises :class:`TransportError`; an ERROR event raises its
         error (:class:`Gone` for 410). Opening the stream is rate limited and retried like
         any GET."""
         query = selectors(label_selector, field_selector)
@@ -418,24 +427,22 @@ class KubeClient(Verbs):
             resp.close()
 
     async def _open_stream(self, path: str, query: Mapping[str, str]) -> aiohttp.ClientResponse:
-        attempt = 0
-        while True:
-            await self.bucket.acquire()
-            try:
-                return await self._open_once(path, query)
-            except KubeError as e:
-                attempt += 1
-                if attempt >= self.settings.max_attempts or not self._may_retry(e, True):
-                    raise
-                await asyncio.sleep(self._delay(e, attempt))
+        return await send_with_retries(
+            self.retry,
+            lambda: self._open_once(path, query),
+            safe=self.retry.is_safe("GET"),
+            rng=self._rng,
+            pace=self.bucket.acquire,
+            reauthenticate=self._reauthenticate,
+        )
 
     async def _open_once(self, path: str, query: Mapping[str, str]) -> aiohttp.ClientResponse:
         start = time.perf_counter()
         code = 0
         timeout = aiohttp.ClientTimeout(
             total=None,
-            sock_connect=self.settings.timeouts.connect,
-            sock_read=self.settings.timeouts.watch_idle,
+            sock_connect=self.settings.timeouts.connect_s,
+            sock_read=self.settings.timeouts.watch_idle_s,
         )
         try:
             resp = await self._session.get(

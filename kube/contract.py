@@ -35,6 +35,6 @@ ANNOTATION_ATTEMPT = "sandman.io/attempt"
 #: refused instead of silently returning a different sandbox (facade/service.py).
 ANNOTATION_REQUEST_DIGEST = "sandman.io/request-digest"
 #: A batch's group (its name) and size: its pods are placed all or nothing, on as few nodes
-#: as fit (scheduler/gang.py; scheduler.kube spells the same strings).
+#: as fit (scheduler/gang.py; scheduler.decoder spells the same strings).
 ANNOTATION_GROUP = "sandman.io/group"
 ANNOTATION_GROUP_SIZE = "sandman.io/group-size"

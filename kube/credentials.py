@@ -21,13 +21,16 @@ from typing import Any
 
 import yaml
 
+from kube.errors import KubeError
+
 __all__ = ["Credentials", "CredentialsError", "load_credentials"]
 
 _SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
-class CredentialsError(Exception):
-    """No usable credentials (missing kubeconfig, unknown context, unsupported auth)."""
+class CredentialsError(KubeError):
+    """No usable credentials (missing kubeconfig, unknown context, unsupported auth): a
+    Kubernetes call that cannot be made (``status`` 0, not worth repeating)."""
 
 
 @dataclass

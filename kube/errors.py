@@ -1,20 +1,30 @@
-"""One error hierarchy for every Kubernetes call Sandman makes (controller and facade).
+"""One error hierarchy for every Kubernetes call Sandman makes (controller, facade, node agent).
 
-Why: the controller talks to the API server through two transports (kr8s/httpx for ordinary
-calls, aiohttp for the hot paths) and each raises its own exception types. Callers should not
-care which transport served a request: they catch :class:`NotFound`, :class:`Conflict`,
-:class:`TooManyRequests` and so on. Every error keeps the HTTP code, the ``reason`` and
-``message`` of the server's ``Status`` object, and chains the transport's exception as its
+Why: Sandman reaches the API server over three transports — one aiohttp session
+(:class:`kube.client.KubeClient`'s ordinary calls and watches), the hand-written lean pool
+(:mod:`kube.lean`: binds, pod creates, every call of the node agent's
+:class:`kube.light.LightClient`) and, for credentials only, kr8s (httpx underneath) — and
+each fails in its own exception types. Callers should not care which transport served a
+request: they catch :class:`NotFound`, :class:`Conflict`, :class:`TooManyRequests` and so
+on. Every error is a :class:`sandman.base.errors.Failure`: the HTTP ``status`` (0: no
+response), the ``reason`` and ``message`` of the server's ``Status`` object (the whole object
+as ``body``), ``retriable``, ``retry_after_s``; the transport's exception is chained as its
 ``__cause__``.
 
+``retriable`` means "worth repeating", not "repeated": whether a request is repeated is the
+retry rule's decision (:mod:`kube.retry`), which also asks whether the request is safe to
+repeat.
+
 Mapping follows the API server's ``Status.reason`` first (it distinguishes 409 AlreadyExists
-from 409 Conflict) and falls back to the HTTP code.
+from 409 Conflict) and falls back to the HTTP status.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from sandman.base.errors import Failure
 
 __all__ = [
     "AlreadyExists",
@@ -36,28 +46,21 @@ __all__ = [
 ]
 
 
-class KubeError(Exception):
-    """A failed Kubernetes API call. ``code`` is the HTTP status (0: no response)."""
-
-    code = 0
-    retryable = False  # worth repeating when the request is safe to repeat
-    #: Seconds the server asked us to wait (429's Retry-After); None: no hint.
-    retry_after: float | None = None
+class KubeError(Failure):
+    """A failed Kubernetes API call. ``status`` is the HTTP status (0: no response)."""
 
     def __init__(
         self,
         message: str,
         *,
-        code: int | None = None,
-        reason: str = "",
-        status: Mapping[str, Any] | None = None,
+        status: int | None = None,
+        reason: str | None = None,
+        retry_after_s: float | None = None,
+        body: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(message)
-        if code is not None:
-            self.code = code
-        self.message = message
-        self.reason = reason
-        self.status: Mapping[str, Any] = status or {}
+        super().__init__(message, status=status, reason=reason, retry_after_s=retry_after_s)
+        #: The server's ``Status`` object, as decoded ({} when there was none).
+        self.body: Mapping[str, Any] = body or {}
 
 
 class TransportError(KubeError):
@@ -66,7 +69,7 @@ class TransportError(KubeError):
     ``sent`` is False when the connection failed before the request went out (then it is
     always safe to repeat)."""
 
-    retryable = True
+    retriable = True
 
     def __init__(self, message: str, *, sent: bool = True, **kw: Any) -> None:
         super().__init__(message, **kw)
@@ -79,25 +82,25 @@ class SendDeadlinePassed(KubeError):
 
 
 class BadRequest(KubeError):
-    code = 400
+    status = 400
 
 
 class Unauthorized(KubeError):
-    code = 401
+    status = 401
 
 
 class Forbidden(KubeError):
-    code = 403
+    status = 403
 
 
 class NotFound(KubeError):
-    code = 404
+    status = 404
 
 
 class Conflict(KubeError):
     """409: optimistic-concurrency or precondition failure (also "already bound")."""
 
-    code = 409
+    status = 409
 
 
 class AlreadyExists(Conflict):
@@ -107,35 +110,32 @@ class AlreadyExists(Conflict):
 class Gone(KubeError):
     """410: the resourceVersion is too old (a watch must relist)."""
 
-    code = 410
+    status = 410
 
 
 class Invalid(KubeError):
-    code = 422
+    status = 422
 
 
 class TooManyRequests(KubeError):
-    """429: the server (API priority and fairness) asks us to slow down."""
+    """429: the server (API priority and fairness) asks us to slow down; ``retry_after_s``
+    is its Retry-After (None: no hint)."""
 
-    code = 429
-    retryable = True
-
-    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.retry_after = retry_after
+    status = 429
+    retriable = True
 
 
 class ServerError(KubeError):
     """5xx from the server."""
 
-    code = 500
-    retryable = True
+    status = 500
+    retriable = True
 
 
 class ServerTimeout(ServerError):
     """504 (or reason Timeout): the server gave up; the request may or may not have run."""
 
-    code = 504
+    status = 504
 
 
 _BY_REASON: dict[str, type[KubeError]] = {
@@ -153,7 +153,7 @@ _BY_REASON: dict[str, type[KubeError]] = {
     "InternalError": ServerError,
     "ServiceUnavailable": ServerError,
 }
-_BY_CODE: dict[int, type[KubeError]] = {
+_BY_STATUS: dict[int, type[KubeError]] = {
     400: BadRequest,
     401: Unauthorized,
     403: Forbidden,
@@ -176,24 +176,25 @@ def _parse_retry_after(value: str | None) -> float | None:
 
 
 def error_from_status(
-    code: int, status: Any, retry_after: str | None = None, *, what: str = ""
+    status: int, decoded: Any, retry_after: str | None = None, *, what: str = ""
 ) -> KubeError:
-    """Build the error for an HTTP ``code`` and the decoded body (a ``Status`` or anything)."""
-    body: Mapping[str, Any] = status if isinstance(status, Mapping) else {}
+    """Build the error for an HTTP ``status`` and the decoded body (a ``Status`` or anything);
+    ``retry_after``: the answer's Retry-After header."""
+    body: Mapping[str, Any] = decoded if isinstance(decoded, Mapping) else {}
     reason = str(body.get("reason") or "")
-    message = str(body.get("message") or (status if isinstance(status, str) else "") or what)
-    cls = _BY_REASON.get(reason) or _BY_CODE.get(code)
+    message = str(body.get("message") or (decoded if isinstance(decoded, str) else "") or what)
+    cls = _BY_REASON.get(reason) or _BY_STATUS.get(status)
     if cls is None:
-        cls = ServerError if code >= 500 else KubeError
-    if code == 409 and cls is Conflict and reason == "AlreadyExists":
+        cls = ServerError if status >= 500 else KubeError
+    if status == 409 and cls is Conflict and reason == "AlreadyExists":
         cls = AlreadyExists
-    message = message or f"HTTP {code}"
+    message = message or f"HTTP {status}"
+    after = None
     if cls is TooManyRequests:
         after = _parse_retry_after(retry_after)
         if after is None:
             after = float((body.get("details") or {}).get("retryAfterSeconds") or 0) or None
-        return TooManyRequests(message, retry_after=after, code=code, reason=reason, status=body)
-    return cls(message, code=code, reason=reason, status=body)
+    return cls(message, status=status, reason=reason, retry_after_s=after, body=body)
 
 
 def from_kr8s(exc: BaseException) -> KubeError:

@@ -19,7 +19,7 @@ httpx + json. This one follows client-go's reflector:
 5. **410 Gone** (history compacted, or the server says so): relist, then watch again.
 
 Errors back off exponentially with full jitter, never sooner than a 429's Retry-After
-(:mod:`sandman.wire.backoff`); a stuck API server never turns into a hot loop.
+(:mod:`sandman.base.backoff`); a stuck API server never turns into a hot loop.
 A **403** is retried the same way (an operator may restore the rule) but is no transient:
 the cache stops following the cluster while ``synced`` stays set, so it is logged once as
 an error and held in ``forbidden`` until a list or watch succeeds again; the components'
@@ -41,7 +41,8 @@ from kube.cache import Cache, IndexFunc, Obj, object_key
 from kube.errors import Forbidden, Gone, KubeError
 from kube.resources import Resource
 from kube.watch import ApiClient
-from sandman.wire.backoff import Backoff
+from sandman.base.backoff import Backoff
+from sandman.base.settings import setting
 
 __all__ = ["EventHandler", "Handlers", "Informer", "InformerSettings", "InformerStats"]
 
@@ -77,14 +78,17 @@ class Handlers:
 
 @dataclass(frozen=True, slots=True)
 class InformerSettings:
-    #: ``timeoutSeconds`` of each watch request (client-go picks 5-10 minutes at random).
-    watch_timeout_s: int = 300
-    #: Items per list page (0 = no pagination).
-    page_size: int = 500
-    #: After n consecutive failed lists (or watches) wait up to ``backoff_base_s * 2**(n-1)``,
-    #: capped at ``backoff_cap_s``, full jitter; a 429's Retry-After is the floor.
-    backoff_base_s: float = 0.4
-    backoff_cap_s: float = 30.0
+    watch_timeout_s: int = setting(
+        300, help="timeoutSeconds of each watch request (client-go picks 5-10 minutes at random)"
+    )
+    page_size: int = setting(500, help="items per list page (0: no pagination)")
+    backoff_base_s: float = setting(
+        0.4,
+        help="after n consecutive failed lists (or watches) wait up to "
+        "backoff_base_s * 2**(n-1), capped at backoff_cap_s, full jitter; a 429's Retry-After "
+        "is the floor",
+    )
+    backoff_cap_s: float = setting(30.0, help="the longest wait before a relist or rewatch")
 
     def __post_init__(self) -> None:
         self.backoff  # noqa: B018 - validates the backoff values now, not at the first failure
@@ -345,7 +349,7 @@ class Informer:
             self.forbidden = None
 
     def _backoff(self, failures: int, error: KubeError) -> float:
-        return self.settings.backoff.delay(failures, error.retry_after, self._rng)
+        return self.settings.backoff.delay(failures, error.retry_after_s, self._rng)
 
 
 def _rv(obj: Obj) -> str:

@@ -233,7 +233,7 @@ class LeanPool:
             ssl,
             server_hostname=server_hostname,
             limit=settings.max_connections,
-            connect_timeout=settings.timeouts.connect,
+            connect_timeout=settings.timeouts.connect_s,
             user_agent=settings.user_agent,
         )
 

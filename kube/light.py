@@ -7,9 +7,10 @@ JSONPath engine; aiohttp ~14 MiB). What the agent needs of the API server is sma
 watch on one object, a merge patch every few seconds, an Event now and then — and this layer
 already has a transport for small JSON requests (:mod:`kube.lean`) and the watch stream's
 decoding (:mod:`kube.watch`). The rest is here: credentials from a kubeconfig or the pod's
-service account (:mod:`kube.credentials`), the same retry rules as ``KubeClient`` (the one
-:class:`~sandman.wire.backoff.Backoff`, Retry-After as a floor, only safe requests repeated),
-the same token bucket and error hierarchy, and a streaming watch over its own connection.
+service account (:mod:`kube.credentials`), ``KubeClient``'s retry rule and loop
+(:mod:`kube.retry`: Retry-After as a floor, only safe requests repeated, a 401 re-reads the
+token), the same token bucket and error hierarchy, and a streaming watch over its own
+connection.
 
 It implements :class:`kube.watch.ApiClient`, so :class:`kube.informer.Informer` runs over
 it unchanged.
@@ -28,17 +29,17 @@ from urllib.parse import urlencode, urlsplit
 import msgspec
 
 from kube.credentials import Credentials, load_credentials
-from kube.errors import KubeError, TransportError, Unauthorized, error_from_status
+from kube.errors import TransportError, error_from_status
 from kube.lean import LeanPool
 from kube.ratelimit import TokenBucket
 from kube.resources import Resource
+from kube.retry import RetryRule, send_with_retries
 from kube.settings import ClientSettings
 from kube.verbs import JSON, Verbs, selectors
 from kube.watch import LineSplitter, WatchEvent
 
 __all__ = ["LightClient"]
 
-_SAFE = frozenset({"GET", "PUT", "DELETE", "PATCH"})
 _MAX_HEAD = 64 * 1024
 
 
@@ -48,6 +49,7 @@ class LightClient(Verbs):
     def __init__(self, credentials: Credentials, settings: ClientSettings) -> None:
         self.credentials = credentials
         self.settings = settings
+        self.retry = RetryRule.for_client(settings)
         self.bucket = TokenBucket(settings.qps, settings.burst)
         self._rng = random.Random()
         self._decoder = msgspec.json.Decoder()
@@ -93,25 +95,23 @@ class LightClient(Verbs):
         content_type: str = JSON,
         idempotent: bool | None = None,
     ) -> Any:
-        """One request with rate limiting and ``KubeClient``'s retry rules; the decoded JSON."""
-        safe = method in _SAFE if idempotent is None else idempotent
+        """One request with rate limiting and ``KubeClient``'s retry rule; the decoded JSON."""
         data = b"" if body is None else msgspec.json.encode(body)
         target = self._base_path + path + (f"?{urlencode(query)}" if query else "")
-        attempt, reauthenticated = 0, False
-        while True:
-            await asyncio.sleep(self.bucket.reserve())
-            try:
-                return await self._once(method, target, data, content_type)
-            except Unauthorized:
-                if reauthenticated:
-                    raise
-                reauthenticated = True
-                self.credentials.reload_token()  # a rotated service-account token
-            except KubeError as e:
-                attempt += 1
-                if attempt >= self.settings.max_attempts or not self._may_retry(e, safe):
-                    raise
-                await asyncio.sleep(self.settings.backoff.delay(attempt, e.retry_after, self._rng))
+        return await send_with_retries(
+            self.retry,
+            lambda: self._once(method, target, data, content_type),
+            safe=self.retry.is_safe(method, idempotent),
+            rng=self._rng,
+            pace=self._pace,
+            reauthenticate=self._reload_token,
+        )
+
+    async def _pace(self) -> None:
+        await asyncio.sleep(self.bucket.reserve())
+
+    async def _reload_token(self) -> None:
+        self.credentials.reload_token()  # a rotated service-account token
 
     async def _once(self, method: str, target: str, data: bytes, content_type: str) -> Any:
         headers = {**self.credentials.headers(), "Accept": JSON}
@@ -119,7 +119,7 @@ class LightClient(Verbs):
             headers["Content-Type"] = content_type
         try:
             code, resp_headers, raw = await self._pool.request(
-                method, target, headers, data, self.settings.timeouts.request
+                method, target, headers, data, self.settings.timeouts.request_s
             )
         except TransportError as e:
             raise TransportError(f"{method} {target}: {e}", sent=e.sent) from e
@@ -147,7 +147,8 @@ class LightClient(Verbs):
         bookmarks: bool = True,
     ) -> AsyncIterator[AsyncIterator[WatchEvent]]:
         """Like ``KubeClient.watch``: the stream ends when the server closes it; no bytes for
-        ``timeouts.watch_idle`` raises :class:`TransportError`; ERROR events raise."""
+        ``timeouts.watch_idle_s`` raises :class:`TransportError`; ERROR events raise. Opening
+        the stream is rate limited and retried like any GET."""
         query = selectors(label_selector, field_selector)
         query.update(
             watch="true",
@@ -156,8 +157,14 @@ class LightClient(Verbs):
             allowWatchBookmarks="true" if bookmarks else "false",
         )
         target = f"{self._base_path}{res.path(namespace)}?{urlencode(query)}"
-        await asyncio.sleep(self.bucket.reserve())
-        reader, writer = await self._open(target)
+        reader, writer = await send_with_retries(
+            self.retry,
+            lambda: self._open(target),
+            safe=self.retry.is_safe("GET"),
+            rng=self._rng,
+            pace=self._pace,
+            reauthenticate=self._reload_token,
+        )
         try:
             yield self._events(reader)
         finally:
@@ -170,7 +177,7 @@ class LightClient(Verbs):
         url = urlsplit(c.server)
         tls = url.scheme == "https"
         try:
-            async with asyncio.timeout(timeouts.connect):
+            async with asyncio.timeout(timeouts.connect_s):
                 reader, writer = await asyncio.open_connection(
                     url.hostname,
                     url.port or (443 if tls else 80),
@@ -186,7 +193,7 @@ class LightClient(Verbs):
             f"User-Agent: {self.settings.user_agent}\r\n{head}\r\n".encode("latin-1")
         )
         try:
-            async with asyncio.timeout(timeouts.request):
+            async with asyncio.timeout(timeouts.request_s):
                 status, headers = await _read_head(reader)
                 if status >= 300:
                     raw = await reader.read(_MAX_HEAD)
@@ -202,7 +209,7 @@ class LightClient(Verbs):
         return reader, writer
 
     async def _events(self, reader: asyncio.StreamReader) -> AsyncIterator[WatchEvent]:
-        lines, idle = LineSplitter(), self.settings.timeouts.watch_idle
+        lines, idle = LineSplitter(), self.settings.timeouts.watch_idle_s
         try:
             while True:
                 async with asyncio.timeout(idle):

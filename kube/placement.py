@@ -31,10 +31,16 @@ leader that answered before is waited for: a facade that never found one (the co
 not deployed yet, or not at all) creates unbound at once, as before — there is no
 failover to wait out.
 
+**The facade proves who it is.** Each call carries a bearer token: the API credentials'
+(its ServiceAccount's), or ``token_file``'s, a projected token for the placement
+endpoint's audience (the production overlay's); the leader reviews it with the API server
+and answers only the facade's identity (controller/placement_auth.py). A refused call
+(401/403) is a failed call like any other: the pods go unbound, and the facade logs why.
+
 **Never overcommit.** A placement is good for ``valid_for_s`` (the leader's answer): the
 facade must *send* the create within that time after it asked (:meth:`KubeClient.request`'s
 ``send_by``), or ask again (the leader answers a pod it still holds a reservation for with
-the same node) or create the pod unbound (facade/preplace.py). A new leader serves
+the same node) or leave the pod to be created unbound (facade/preplaced.py). A new leader serves
 placements (and binds) only after ``valid_for_s`` plus a margin have passed since its
 predecessor stopped answering: by then every create an old leader's placement allowed has
 been sent and, the API server answering in milliseconds, is in the new leader's watch
@@ -49,6 +55,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -57,6 +64,7 @@ import msgspec
 from kube.errors import KubeError, NotFound
 from kube.resources import LEASES
 from kube.verbs import Verbs
+from sandman.base.settings import setting
 
 __all__ = [
     "ANNOTATION_PLACEMENT_URL",
@@ -111,24 +119,38 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class PlacementClientSettings:
-    #: The leader's placement URL when there is no election (one controller that always
-    #: leads, e.g. the local stack); "": read it from the election Lease below.
-    url: str = ""
-    #: The controller's election Lease (controller.leader.ElectionSettings' defaults).
-    lease_name: str = "sandman-controller"
-    lease_namespace: str = "sandman-system"
-    #: A placement call that takes longer is abandoned: the pods go unbound.
-    timeout_s: float = 0.5
-    #: The Lease is re-read at most this often (and after a failed call).
-    leader_refresh_s: float = 1.0
-    #: The facade's own cap on a placement's life, whatever the leader says.
-    max_valid_for_s: float = 2.0
-    #: How long after the leader was first missed an ask is repeated before its pods go
-    #: unbound: a failover (the controller's 3 s lease, its 0.5 s hand-over quiet time and
-    #: a renewal's retry) fits; 0: fall back at once.
-    leader_wait_s: float = 4.0
-    #: Between the asks of that wait.
-    leader_retry_s: float = 0.25
+    url: str = setting(
+        "",
+        help="the leader's placement URL when there is no election (one controller that always "
+        'leads, e.g. the local stack); "": read it from the election Lease',
+    )
+    lease_name: str = setting(
+        "sandman-controller",
+        help="the controller's election Lease (controller.leader.ElectionSettings' defaults)",
+    )
+    lease_namespace: str = setting("sandman-system", help="the election Lease's namespace")
+    timeout_s: float = setting(
+        0.5, help="a placement call that takes longer is abandoned: the pods go unbound"
+    )
+    leader_refresh_s: float = setting(
+        1.0, help="the Lease is re-read at most this often (and after a failed call)"
+    )
+    max_valid_for_s: float = setting(
+        2.0, help="the facade's own cap on a placement's life, whatever the leader says"
+    )
+    leader_wait_s: float = setting(
+        4.0,
+        help="how long after the leader was first missed an ask is repeated before its pods go "
+        "unbound: a failover (the controller's 3 s lease, its 0.5 s hand-over quiet time and a "
+        "renewal's retry) fits; keep it above the controller's lease duration plus 1 s; 0: fall "
+        "back at once",
+    )
+    leader_retry_s: float = setting(0.25, help="between the asks of that wait")
+    token_file: str = setting(
+        "",
+        help="the bearer token presented to the placement endpoint, read at each call (a "
+        'projected ServiceAccount token the kubelet rotates); "": the API credentials\' token',
+    )
 
     def __post_init__(self) -> None:
         if min(self.timeout_s, self.leader_refresh_s, self.max_valid_for_s) <= 0:
@@ -242,7 +264,7 @@ class PlacementClient:
         async with self._session.post(
             url + PLACEMENT_PATH,
             data=self._encoder.encode(request),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **self._credentials()},
         ) as resp:
             body = await resp.read()
             if resp.status != 200:
@@ -251,6 +273,13 @@ class PlacementClient:
                     resp.request_info, (), status=resp.status, message=message
                 )
         return self._decoder.decode(body)
+
+    def _credentials(self) -> dict[str, str]:
+        """Who the facade is, to the controller (controller/placement_auth.py)."""
+        if not self.settings.token_file:
+            return self.api.bearer_headers()
+        token = Path(self.settings.token_file).read_text().strip()  # OSError: a failed call
+        return {"Authorization": f"Bearer {token}"}
 
     def _reread_lease(self) -> None:
         """The next ask reads the Lease again — but at most once per ``leader_retry_s`` over

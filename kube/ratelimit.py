@@ -35,6 +35,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sandman.base.settings import setting
+
 __all__ = ["AdaptivePacer", "PacerSettings", "TokenBucket"]
 
 
@@ -94,19 +96,29 @@ class TokenBucket:
 class PacerSettings:
     """AIMD on the client's token bucket (module docstring). ``enabled=False``: fixed qps."""
 
-    enabled: bool = True
-    decrease_factor: float = 0.9
-    #: Per second of fast answers the rate grows by this share of itself (at least 1/s):
-    #: ~90/s near a 500/s budget, ~12/s near 60/s — a step that suits the budget's scale.
-    increase_per_s: float = 0.2
-    #: At most one decrease this often (429s of requests sent before a decrease never
-    #: cause another).
-    cooldown_s: float = 0.25
-    slow_answer_s: float = 0.1
-    #: Never below this many requests/s (a floor, so recovery does not take minutes).
-    min_qps: float = 5.0
-    #: Successes counted over this window are the granted rate.
-    window_s: float = 1.0
+    enabled: bool = setting(True, help="adaptive pacing; off: the bucket keeps its fixed qps")
+    decrease_factor: float = setting(
+        0.9,
+        help="a 429 lowers the rate to this share of what was granted over window_s",
+        dimensionless=True,
+    )
+    increase_per_s: float = setting(
+        0.2,
+        help="per second of fast answers the rate grows by this share of itself (at least "
+        "1/s): ~90/s near a 500/s budget, ~12/s near 60/s",
+    )
+    cooldown_s: float = setting(
+        0.25,
+        help="at most one decrease this often (429s of requests sent before a decrease never "
+        "cause another)",
+    )
+    slow_answer_s: float = setting(
+        0.1, help="an answer slower than this holds the rate (the server is queueing)"
+    )
+    min_qps: float = setting(
+        5.0, help="never below this many requests/s (a floor, so recovery does not take minutes)"
+    )
+    window_s: float = setting(1.0, help="successes counted over this window are the granted rate")
 
     def __post_init__(self) -> None:
         if not 0 < self.decrease_factor < 1:

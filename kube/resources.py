@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-__all__ = ["EVENTS", "LEASES", "NODES", "PODS", "Resource"]
+__all__ = ["EVENTS", "LEASES", "NODES", "PODS", "TOKEN_REVIEWS", "Resource"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +51,7 @@ PODS = Resource("", "v1", "pods", "Pod")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 EVENTS = Resource("", "v1", "events", "Event")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+#: A virtual resource: POST answers whose a bearer token is (controller/placement_auth.py).
+TOKEN_REVIEWS = Resource(
+    "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False
+)

@@ -2,8 +2,8 @@
 
 ``KubeClient`` (kr8s credentials, aiohttp, for the controller and the facade) and
 ``LightClient`` (plain asyncio, for the node agent on every node) differ in transport, not in
-what a get, list, create or merge patch sends or which failures are worth a retry; this base
-holds that part so the two cannot drift.
+what a get, list, create or merge patch sends; this base holds that part so the two cannot
+drift. Which failures are worth a retry is the other part they share: :mod:`kube.retry`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 import msgspec
 
-from kube.errors import KubeError, TooManyRequests, TransportError
 from kube.resources import Resource
 
 __all__ = ["JSON", "MERGE_PATCH", "Verbs", "selectors"]
@@ -37,6 +36,11 @@ class Verbs(ABC):
 
     _decoder: msgspec.json.Decoder[Any]
 
+    def bearer_headers(self) -> dict[str, str]:
+        """This client's ``Authorization`` header (its current token; {} for none): what a
+        component presents to another's endpoint as its identity (kube/placement.py)."""
+        return {}
+
     @abstractmethod
     async def request(
         self,
@@ -48,21 +52,13 @@ class Verbs(ABC):
         content_type: str = JSON,
         idempotent: bool | None = None,
     ) -> Any:
-        """One request: rate limited, retried as the client's rules say; the decoded JSON."""
+        """One request: rate limited, retried as :mod:`kube.retry` says; the decoded JSON."""
 
     def _decode_error(self, raw: bytes) -> Any:
         try:
             return self._decoder.decode(raw)
         except msgspec.DecodeError:
             return raw.decode("utf-8", "replace")
-
-    @staticmethod
-    def _may_retry(e: KubeError, safe: bool) -> bool:
-        if isinstance(e, TooManyRequests):
-            return True
-        if isinstance(e, TransportError) and not e.sent:
-            return True
-        return safe and e.retryable
 
     async def get(self, res: Resource, name: str, namespace: str | None = None) -> Any:
         return await self.request("GET", res.path(namespace, name))

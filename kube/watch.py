@@ -34,7 +34,7 @@ def stream_error(status: Mapping[str, Any]) -> KubeError:
     code = int(status.get("code") or 500)
     err = error_from_status(code, status, what="watch")
     if code == 410 and not isinstance(err, Gone):
-        return Gone(err.message, reason=err.reason, status=status)
+        return Gone(err.message, reason=err.reason, body=status)
     return err
 
 

@@ -2,14 +2,14 @@
 
 Pure by contract (see the import-linter contracts in pyproject.toml): no I/O, no Kubernetes
 or HTTP client, no clock it does not receive. Kubernetes JSON objects go in at the edge
-(:mod:`scheduler.kube`); everything inside works on the typed models of
+(:mod:`scheduler.decoder`); everything inside works on the typed models of
 :mod:`scheduler.model`. Start with :class:`Scheduler` and docs/scheduler.md.
 """
 
 from scheduler.cluster import ClusterModel, NodeUsage, UsageSnapshot
+from scheduler.decoder import Decoder, node_from_json, normalize_image, pod_from_json, pod_requests
 from scheduler.engine import Scheduler
 from scheduler.filters import Capacity, NodeFilter
-from scheduler.kube import Decoder, node_from_json, normalize_image, pod_from_json, pod_requests
 from scheduler.ledger import AssumedLedger, Reservation
 from scheduler.messages import unschedulable_message
 from scheduler.model import (
@@ -24,7 +24,7 @@ from scheduler.model import (
     Taint,
     Toleration,
 )
-from scheduler.planner import Assignment, Plan, Unschedulable
+from scheduler.plan import Assignment, Plan, Unschedulable
 from scheduler.quantity import QuantityError, QuantityParser, parse_quantity
 from scheduler.settings import Headroom, SchedulerSettings, ScoreWeights
 

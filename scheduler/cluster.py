@@ -20,7 +20,7 @@ from collections.abc import Collection, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.kube import Decoder
+from scheduler.decoder import Decoder
 from scheduler.ledger import AssumedLedger, Reservation
 from scheduler.model import NodeInfo, Pod, Resources
 

@@ -1,10 +1,11 @@
 """The :class:`Scheduler`: one object a controller feeds with events and asks for plans.
 
 Why a facade: the controller should not need to know that the capacity model, the assumed
-ledger and the planner are separate pieces. It forwards watch events, calls :meth:`plan`
-with the pending sandbox pods and the current time, binds the assignments, and reports
-failed binds with :meth:`forget`. Time is always passed in (``now``, in seconds on any
-monotonic clock the caller chooses); the scheduler never reads a clock.
+ledger and the steps of a plan (:func:`plan_batch`, below) are separate pieces. It forwards
+watch events, calls :meth:`Scheduler.plan` with the pending sandbox pods and the current
+time, binds the assignments, and reports failed binds with :meth:`Scheduler.forget`. Time is
+always passed in (``now``, in seconds on any monotonic clock the caller chooses); the
+scheduler never reads a clock.
 """
 
 from __future__ import annotations
@@ -12,16 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from scheduler import gang
+from scheduler.classes import Classes, equivalence_classes, placement_groups
 from scheduler.cluster import ClusterModel, UsageSnapshot
 from scheduler.filters import Capacity
+from scheduler.fit import capacity_left
 from scheduler.gang import GangRoom
 from scheduler.model import NodeInfo, Pod
-from scheduler.plan import Plan, capacity_left
-from scheduler.planner import plan_batch
+from scheduler.placement_loop import Placer
+from scheduler.plan import Plan
 from scheduler.settings import SchedulerSettings
 from scheduler.table import NodeTable, node_limit
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "plan_batch"]
 
 
 class Scheduler:
@@ -130,3 +134,74 @@ class Scheduler:
             "pods": self.model.held_pods(),
             "reserved": len(self.model.ledger),
         }
+
+
+def plan_batch(
+    model: ClusterModel,
+    settings: SchedulerSettings,
+    pending: Iterable[Pod | Mapping[str, Any]],
+    now: float,
+    table: NodeTable | None = None,
+    room: gang.GangRoom | None = None,
+) -> Plan:
+    """Plan ``pending`` onto the model's nodes, reserving every assignment in the ledger:
+    the batch as equivalence classes (classes.py), grouped pods to the gang room and the
+    ready gangs placed whole, then every group by the placement loop, then the reasons of
+    whatever is left (placement_loop.py).
+
+    Pass the same ``table`` (built with the same settings) to successive calls to reuse the
+    per-node facts; without one, they are computed afresh. Members of gangs (the groups a
+    trainer asked for, gang.py) wait in ``room`` across calls until their gang is complete
+    (without one, a call's own members are all there is); gangs are placed before the rest,
+    whole or not at all.
+    """
+    classes, skipped, rejected = equivalence_classes(model, pending)
+    placer = Placer(model, settings, table or NodeTable(settings), now)
+    waiting = _place_gangs(placer, classes, room or gang.GangRoom(wait_s=0.0), now, settings)
+    for base, members in placement_groups(model, classes):
+        placer.place_group(base, members)
+    placer.explain()
+    return Plan(
+        tuple(placer.assignments),
+        tuple(placer.unschedulable),
+        tuple(placer.deferred),
+        tuple(skipped),
+        len(classes),
+        tuple(rejected),
+        waiting,
+    )
+
+
+def _place_gangs(
+    placer: Placer,
+    classes: Classes,
+    room: gang.GangRoom,
+    now: float,
+    settings: SchedulerSettings,
+) -> tuple[str, ...]:
+    """Take gang members out of ``classes`` into the room, place the gangs that are ready
+    (in the order they completed), report those whose wait ran out; the uids still waiting."""
+    for shape in list(classes):
+        pods = classes[shape]
+        grouped = [p for p in pods if p.group is not None]
+        if not grouped:
+            continue
+        for pod in grouped:
+            room.add(pod, now)
+        rest = [p for p in pods if p.group is None]
+        if rest:
+            classes[shape] = rest
+        else:
+            del classes[shape]
+    room.expire(now)
+    ready, timed_out, still = room.ready(now)
+    for key, members in ready:
+        if placer.place_gang(key, members):
+            room.admit(key, now + settings.group_ttl_s)
+    by_group: dict[str, list[Pod]] = {}
+    for pod in timed_out:
+        by_group.setdefault(pod.group or "", []).append(pod)
+    for key, members in by_group.items():
+        size = max(p.group_size for p in members)
+        placer.reject(members, gang.waiting_status(key, len(members), size))
+    return tuple(still)

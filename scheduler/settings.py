@@ -2,14 +2,15 @@
 
 Why frozen: the planner relies on invariants that settings could break mid-plan (for
 example, non-negative score weights are what lets it place a run of pods on one node
-without re-ranking after each pod; see planner.py). Change settings by building a new
+without re-ranking after each pod; see placement_loop.py). Change settings by building a new
 :class:`Scheduler` with ``dataclasses.replace(old, ...)``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from sandman.base.settings import fixed, part, setting
 from scheduler.filters import NodeFilter
 from scheduler.model import Resources
 
@@ -20,12 +21,21 @@ __all__ = ["Headroom", "SchedulerSettings", "ScoreWeights"]
 class ScoreWeights:
     """Weights of the 0-100 scores that rank feasible nodes (all must be >= 0)."""
 
-    #: Most-allocated packing: prefer the node that is fullest after placement.
-    packing: float = 1.0
-    #: Prefer nodes where the pod's images are present or prepared by the node agent.
-    image_locality: float = 1.0
-    #: Prefer nodes without PreferNoSchedule taints the pod does not tolerate.
-    taint_toleration: float = 1.0
+    packing: float = setting(
+        1.0,
+        help="most-allocated packing: prefer the node that is fullest after placement",
+        dimensionless=True,
+    )
+    image_locality: float = setting(
+        1.0,
+        help="prefer nodes where the pod's images are present or prepared by the node agent",
+        dimensionless=True,
+    )
+    taint_toleration: float = setting(
+        1.0,
+        help="prefer nodes without PreferNoSchedule taints the pod does not tolerate",
+        dimensionless=True,
+    )
 
     def __post_init__(self) -> None:
         if min(self.packing, self.image_locality, self.taint_toleration) < 0:
@@ -40,9 +50,13 @@ class Headroom:
     allocatable. It applies to pods this planner places, not to pods already running.
     """
 
-    absolute: Resources = field(default_factory=Resources)
-    fraction: float = 0.0
-    pods: int = 0
+    absolute: Resources = fixed(
+        default_factory=Resources, why="a resource vector: set by library users, not a flag"
+    )
+    fraction: float = setting(
+        0.0, help="the share of each node's allocatable kept free, in [0, 1)", dimensionless=True
+    )
+    pods: int = setting(0, help="pods kept free on each node")
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.fraction < 1.0:
@@ -55,49 +69,67 @@ class Headroom:
 class SchedulerSettings:
     """Everything tunable about placement."""
 
-    #: Most pods a node may have *starting* (bound, not yet running) before the planner
-    #: prefers other nodes. Kubelets with containerd start ~4.5 pods/s, so 5 is a queue of
-    #: about a second: on the reference burst 0.99-1.00 of the API-budget bound vs 0.94-0.95
-    #: at 20 (docs/benchmarks/burst.md, "The reference burst"). None disables burst
-    #: awareness (pure packing).
-    max_starting_per_node: int | None = 5
-    #: Image pulls a node runs at once (the kubelet's maxParallelImagePulls; containerd
-    #: unpacks are disk- and CPU-bound). A node with this many pulls expected from recent
-    #: plans ranks below nodes with fewer for pods whose image it would have to pull too, so
-    #: a burst of unprepared images pulls on many nodes at once instead of queueing behind
-    #: one node's pulls. None: pull queues are not considered.
-    pull_slots_per_node: int | None = 2
-    #: Pods a node may have starting while it pulls their image for earlier pods: they all
-    #: start when the pull ends (16 at 4.5/s is ~3.6 s), where each pod sent elsewhere
-    #: would start another ~20 s pull. None: the start-queue cap applies to them too.
-    pull_join_cap: int | None = 16
-    #: Seconds a placed pod's image counts as being pulled on its node (a cold pull, and a
-    #: queue of them): later pods of the image prefer that node and share the pull.
-    incoming_ttl_s: float = 120.0
-    #: When every feasible node's start queue is full, hold the rest of the batch back
-    #: (``Plan.deferred``) instead of spreading it evenly over the queues.
-    defer_over_cap: bool = False
-    #: Seconds a planned assignment stays reserved while the controller binds it. A burst
-    #: of 11,858 binds at ~500 writes/s takes ~25 s, so this must be generous; report each
-    #: bind's outcome with ``finish_binding`` or ``forget`` well within it.
-    bind_timeout_s: float = 300.0
-    #: Seconds a reservation lives after ``finish_binding`` while waiting for the watch to
-    #: show the pod bound (kube-scheduler's assumed-pod TTL).
-    assume_ttl_s: float = 30.0
-    #: Seconds the members of a group wait for the rest of it before they are reported
-    #: unschedulable ("k of G members pending"; scheduler/gang.py).
-    group_wait_s: float = 30.0
-    #: Seconds a placed group stays admitted: a later member (a replacement) is placed
-    #: without waiting for the others.
-    group_ttl_s: float = 600.0
-    weights: ScoreWeights = field(default_factory=ScoreWeights)
-    headroom: Headroom = field(default_factory=Headroom)
-    #: Seed of the tie-break among equally scored nodes (same input + seed = same plan).
-    seed: int = 0
-    #: Extra node filters (plugins with the signature of scheduler.filters.NodeFilter), run
-    #: after the built-in ones. Their reasons appear in unschedulable messages like the
-    #: built-in ones. Capacity filters are fixed: slot counting depends on their semantics.
-    extra_node_filters: tuple[NodeFilter, ...] = ()
+    max_starting_per_node: int | None = setting(
+        5,
+        help="the start-queue cap: most pods a node may have starting (bound, not yet running) "
+        "before the planner prefers other nodes. Kubelets with containerd start ~4.5 pods/s, "
+        "so 5 is a queue of about a second: on the reference burst 0.99-1.00 of the "
+        "API-budget bound vs 0.94-0.95 at 20 (docs/benchmarks/burst.md); none: pure packing",
+    )
+    pull_slots_per_node: int | None = setting(
+        2,
+        help="image pulls a node runs at once (the kubelet's maxParallelImagePulls): a node "
+        "with this many pulls expected from recent plans ranks below nodes with fewer for pods "
+        "whose image it would pull too, so unprepared images pull on many nodes at once; none: "
+        "pull queues are not considered",
+    )
+    pull_join_cap: int | None = setting(
+        16,
+        help="pods a node may have starting while it pulls their image for earlier pods: they "
+        "all start when the pull ends (16 at 4.5/s is ~3.6 s), where each pod sent elsewhere "
+        "would start another ~20 s pull; none: the start-queue cap applies to them too",
+    )
+    incoming_ttl_s: float = setting(
+        120.0,
+        help="how long a placed pod's image counts as being pulled on its node: later pods of "
+        "the image prefer that node and share the pull",
+    )
+    defer_over_cap: bool = setting(
+        False,
+        help="when every feasible node's start queue is full, hold the rest of the batch back "
+        "instead of spreading it evenly over the queues",
+    )
+    bind_timeout_s: float = setting(
+        300.0,
+        help="how long a planned assignment stays reserved while the controller binds it (a "
+        "burst of 11,858 binds at ~500 writes/s takes ~25 s, so this must be generous)",
+    )
+    assume_ttl_s: float = setting(
+        30.0,
+        help="how long a reservation lives after its bind while waiting for the watch to show "
+        "the pod bound (kube-scheduler's assumed-pod TTL)",
+    )
+    group_wait_s: float = setting(
+        30.0,
+        help="how long the members of a group wait for the rest of it before they are "
+        "reported unschedulable (scheduler/gang.py)",
+    )
+    group_ttl_s: float = setting(
+        600.0,
+        help="how long a placed group stays admitted: a later member (a replacement) is placed "
+        "without waiting for the others",
+    )
+    weights: ScoreWeights = part(ScoreWeights, help="weights of the 0-100 node scores (>= 0)")
+    headroom: Headroom = part(Headroom, help="capacity never handed out on any node")
+    seed: int = setting(
+        0, help="seed of the tie-break among equally scored nodes (same input + seed = same plan)"
+    )
+    extra_node_filters: tuple[NodeFilter, ...] = fixed(
+        (),
+        why="node filter plugins (Python callables, signature scheduler.filters.NodeFilter) run "
+        "after the built-in ones; their reasons appear in unschedulable messages like the "
+        "built-in ones. Capacity filters are fixed: slot counting depends on their semantics.",
+    )
 
     def __post_init__(self) -> None:
         if self.max_starting_per_node is not None and self.max_starting_per_node < 1:

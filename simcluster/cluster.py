@@ -55,6 +55,9 @@ class ClusterSettings:
     seed: int = 0
     # extra kubeconfigs to write: file name -> "namespace/serviceaccount"
     service_account_kubeconfigs: tuple[tuple[str, str], ...] = ()
+    #: Namespaces that exist from the start (as an operator's would), beside those of the
+    #: service accounts above.
+    namespaces: tuple[str, ...] = ()
     #: Serve the CRI ImageService of every node on a unix socket (kubelet/cri.py).
     cri: bool = False
     #: The ``cri`` runtime's containerd socket (CRI RuntimeService and ImageService). Every
@@ -142,6 +145,8 @@ class Cluster:
                 self.process_runtime.inherit(self.network.lock_fd)
         await self.server.start()
         self.server.kubeconfig(self.kubeconfig, ADMIN)
+        for ns in self.settings.namespaces:
+            await self._ensure_namespace(ns)
         for fname, sa in self.settings.service_account_kubeconfigs:
             ns, _, name = sa.partition("/")
             await self._ensure_namespace(ns)

@@ -38,12 +38,14 @@ _TOP = {
     "nodes",
     "images",
     "kubeconfigs",
+    "namespaces",
     "cri",
     "cri_socket",
     "pools",
 }
 _API = {
     "history",
+    "pod_security",
     "watch_window_s",
     "bookmark_interval_s",
     "watch_timeout_s",
@@ -155,6 +157,7 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             service_account_kubeconfigs=tuple(
                 (k, str(v)) for k, v in (data.get("kubeconfigs") or {}).items()
             ),
+            namespaces=tuple(str(n) for n in data.get("namespaces") or ()),
             cri=bool(data.get("cri", False)),
             cri_socket=str(data.get("cri_socket", "")),
             pools=pools,
@@ -173,6 +176,9 @@ def _server(api: Mapping[str, Any], seed: int) -> ServerSettings:
         flowcontrol=dict(api.get("flowcontrol") or {}),
         fault_seed=seed,
         tls=bool(api.get("tls", True)),
+        pod_security_exempt_runtime_classes=tuple(
+            str(c) for c in (api.get("pod_security") or {}).get("exempt_runtime_classes") or ()
+        ),
     )
     return _with_authorization(server, api)
 

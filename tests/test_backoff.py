@@ -1,4 +1,4 @@
-"""The one backoff helper (sandman.wire.backoff): its invariants, for any input.
+"""The one backoff helper (sandman.base.backoff): its invariants, for any input.
 
 Every retry loop in Sandman computes its delays with :class:`Backoff`, so these properties
 hold for all of them: a delay is never negative or NaN, never shorter than the server's
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sandman.wire.backoff import Backoff
+from sandman.base.backoff import Backoff
 
 positive = st.floats(min_value=1e-6, max_value=1e6, allow_nan=False)
 backoffs = st.builds(

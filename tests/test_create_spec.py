@@ -2,37 +2,26 @@
 
 ``sandman.wire.facade`` defines ``DEFAULT_CLASS`` and ``DEFAULT_TTL_S`` and declares them on
 ``CreateSandbox``, the one create spec. Here each side that offers a default is held to it:
-the wire model (declared and decoded), the SDK's signatures as ``help()`` shows them (async
-and blocking), the ``sandman create`` options, the facade's pod request and its fallback
-class list, and the trainer guide's table.
+the wire model (declared and decoded), the pod the facade renders from the spec and its
+fallback class list.
+The trainer's side no longer holds copies: the SDK's keywords, the ``sandman create`` flags
+and the trainer guide's table are read or generated from the Struct, and what reaches the
+wire is checked end to end in tests/sdk/test_create_options.py and tests/test_generated.py.
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
-import re
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
-import pytest
 
 from facade.config import load_config
-from facade.podspec import (
-    ANNOTATION_EXPIRES_AT,
-    DaemonDelivery,
-    SandboxClass,
-    SandboxRequest,
-    render_pod,
-)
-from sandman import AsyncSandman, Sandman
-from sandman.cli import _parser
+from facade.podspec import ANNOTATION_EXPIRES_AT, DaemonDelivery, SandboxClass, render_pod
 from sandman.wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S, CreateBatch, CreateSandbox
 
 DEFAULTS = {"sandbox_class": DEFAULT_CLASS, "ttl_s": DEFAULT_TTL_S}
-GUIDE = Path(__file__).parents[1] / "docs" / "trainer-guide.md"
 
 
 def test_the_wire_model_declares_the_defaults() -> None:
@@ -48,27 +37,10 @@ def test_a_body_without_class_or_ttl_decodes_to_the_defaults() -> None:
     assert (batch.spec.sandbox_class, batch.spec.ttl_s) == (DEFAULT_CLASS, DEFAULT_TTL_S)
 
 
-@pytest.mark.parametrize(
-    "method",
-    [AsyncSandman.create, AsyncSandman.create_many, Sandman.create, Sandman.create_many],
-    ids=lambda m: m.__qualname__,
-)
-def test_the_sdk_signatures_show_the_defaults(method: Callable[..., object]) -> None:
-    parameters = inspect.signature(method).parameters
-    shown = {name: parameters[name].default for name in DEFAULTS}
-    assert shown == DEFAULTS, f"{method.__qualname__} defaults {shown}, the spec {DEFAULTS}"
-
-
-def test_the_cli_create_options_default_to_the_spec() -> None:
-    args = _parser().parse_args(["create", "img"])
-    assert (args.sandbox_class, args.ttl) == (DEFAULT_CLASS, DEFAULT_TTL_S)
-
-
 def test_the_facade_renders_an_unspecified_ttl_from_the_spec() -> None:
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    assert SandboxRequest(image="img", owner="run-1").ttl_s == DEFAULT_TTL_S
     pod = render_pod(
-        SandboxRequest(image="img", owner="run-1"),
+        CreateSandbox(image="img", owner="run-1"),
         SandboxClass(DEFAULT_CLASS),
         DaemonDelivery("host-path"),
         name="sb-1",
@@ -90,9 +62,3 @@ def test_a_facade_configured_without_classes_offers_the_default_class(tmp_path: 
         f"tenants: [{{name: team-a, token_sha256: ['{digest}'], max_sandboxes: 10}}]\n"
     )
     assert list(load_config(config).classes) == [DEFAULT_CLASS]
-
-
-def test_the_trainer_guide_documents_the_defaults() -> None:
-    row = next(line for line in GUIDE.read_text().splitlines() if "client.create(image" in line)
-    documented = dict(re.findall(r"(sandbox_class|ttl_s)=([^,)]+)", row))
-    assert documented == {"sandbox_class": f'"{DEFAULT_CLASS}"', "ttl_s": str(DEFAULT_TTL_S)}

@@ -3,7 +3,7 @@
 Each test scripts an aiohttp server on 127.0.0.1 to refuse a first request (429 with
 ``Retry-After``, or a batch member throttled), seeds the loop's random source, and checks
 that the gap the *server* saw between the refused request and its retry is the delay
-:class:`sandman.wire.backoff.Backoff` computes from the same seed and the loop's own
+:class:`sandman.base.backoff.Backoff` computes from the same seed and the loop's own
 settings: never shorter, and not much longer. A loop that went back to a backoff of its own
 would draw a different delay (or ignore the Retry-After) and fail here.
 """
@@ -28,7 +28,7 @@ from controller.view import ClusterView
 from kube import PODS, ClientSettings, KubeClient
 from kube.informer import Informer, InformerSettings
 from sandman import AsyncSandman, QuotaExceeded, RetryPolicy
-from sandman.wire.backoff import Backoff
+from sandman.base.backoff import Backoff
 from scheduler import Assignment, Scheduler, SchedulerSettings
 
 pytestmark = pytest.mark.anyio
@@ -155,7 +155,7 @@ async def test_sdk_batch_loop_raises_a_retry_after_longer_than_the_policy_accept
                 await asyncio.wait_for(client.create_many(1, "img", wait=False), 10)
         finally:
             await client.aclose()
-    assert refused.value.retry_after == 3600
+    assert refused.value.retry_after_s == 3600
     assert len(arrivals.times["POST /v1/batches"]) == 1
 
 
@@ -201,13 +201,13 @@ PODS_PATH = "/api/v1/namespaces/default/pods"
 EMPTY_LIST = {"kind": "PodList", "items": [], "metadata": {"resourceVersion": "7"}}
 
 
-@pytest.mark.parametrize(("retry_after", "max_retry_after"), [("1", 30.0), ("5", 0.4)])
+@pytest.mark.parametrize(("retry_after", "max_retry_after_s"), [("1", 30.0), ("5", 0.4)])
 async def test_kube_client_waits_the_helpers_delay_after_a_429(
-    tmp_path: Path, retry_after: str, max_retry_after: float
+    tmp_path: Path, retry_after: str, max_retry_after_s: float
 ) -> None:
-    """Retry-After 1 is the floor; Retry-After 5 above ``max_retry_after`` is capped to it."""
+    """Retry-After 1 is the floor; Retry-After 5 above ``max_retry_after_s`` is capped to it."""
     settings = ClientSettings(
-        qps=0, backoff_base=0.01, backoff_cap=0.05, max_retry_after=max_retry_after
+        qps=0, backoff_base_s=0.01, backoff_cap_s=0.05, max_retry_after_s=max_retry_after_s
     )
     arrivals = Arrivals()
 
@@ -219,7 +219,7 @@ async def test_kube_client_waits_the_helpers_delay_after_a_429(
     async with kube_client(handler, tmp_path, settings) as client:
         await client.list(PODS, "default")
     (expected,) = expected_delays(settings.backoff, float(retry_after))
-    assert expected >= min(float(retry_after), max_retry_after)
+    assert expected >= min(float(retry_after), max_retry_after_s)
     assert_waited(arrivals.gap(f"GET {PODS_PATH}"), expected)
 
 
@@ -298,7 +298,7 @@ async def test_light_client_waits_the_helpers_delay_after_a_429() -> None:
             return too_many("1")
         return web.json_response({"kind": "Lease", "metadata": {"name": "l"}})
 
-    settings = ClientSettings(qps=0, backoff_base=0.01, backoff_cap=0.05)
+    settings = ClientSettings(qps=0, backoff_base_s=0.01, backoff_cap_s=0.05)
     async with serve(handler) as url:
         client = LightClient(Credentials(server=url, ssl=None), settings)
         client._rng = random.Random(SEED)

@@ -1,54 +1,41 @@
 """``python -m daemon.node`` (``sandman-node-agent``): run the node agent (docs/node-agent.md).
 
-Every field of :class:`~daemon.node.settings.AgentSettings` is a flag (``--pull-parallelism``,
-``--cri-socket``...) defaulting to the dataclass's value; ``--node-name`` and
-``--namespace`` default to ``$NODE_NAME`` and ``$POD_NAMESPACE`` (the DaemonSet sets both
-from the downward API). SIGTERM/SIGINT stop it; pulls under way are abandoned (the runtime
-finishes or drops them; the next agent finds the result with ListImages).
+Every flag is generated from :class:`~daemon.node.settings.AgentSettings`
+(:mod:`sandman.base.settings`: ``--pull-parallelism``, ``--cri-socket``...), as is
+docs/node-agent.md's table; ``--node-name`` is also read from ``$NODE_NAME`` (the DaemonSet
+sets it from the downward API).
+SIGTERM/SIGINT stop it; pulls under way are abandoned (the runtime finishes or drops them;
+the next agent finds the result with ListImages).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
-import os
 import sys
-from dataclasses import MISSING, fields
+from collections.abc import Mapping, Sequence
 
 from daemon.node.app import AgentProcess, run_until_signalled
 from daemon.node.settings import AgentSettings
+from sandman.base.settings_cli import parse
 
-__all__ = ["main", "parse_settings"]
+__all__ = ["PROG", "main", "parse_settings"]
 
-_ENV = {"node_name": "NODE_NAME", "namespace": "POD_NAMESPACE"}
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m daemon.node", description=__doc__)
-    for f in fields(AgentSettings):
-        default = f.default if f.default is not MISSING else None
-        if f.name in _ENV:
-            default = os.environ.get(_ENV[f.name], default)
-        kind = type(f.default) if f.default not in (None, MISSING) else str
-        p.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=default)
-    p.add_argument("--log-level", default="INFO")
-    return p
+PROG = "python -m daemon.node"
 
 
-def parse_settings(argv: list[str] | None = None) -> tuple[AgentSettings, str]:
-    a = vars(_parser().parse_args(argv))
-    level = a.pop("log_level")
-    return AgentSettings(**a), level
+def parse_settings(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> AgentSettings:
+    """The settings from the command line and the environment (``os.environ``)."""
+    return parse(AgentSettings, argv, prog=PROG, description=__doc__, environ=environ)
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        settings, level = parse_settings(argv)
-    except ValueError as e:
-        print(f"sandman-node-agent: {e}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = parse_settings(argv)
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     if not settings.node_name:
         print("sandman-node-agent: --node-name (or $NODE_NAME) is required", file=sys.stderr)
         return 2

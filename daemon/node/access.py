@@ -166,7 +166,7 @@ class ApiAccess:
             log.info("%s: %s allowed again", self.who, permission)
 
     def _failed(self, permission: Permission, error: KubeError) -> None:
-        self._count(permission, error.code)
+        self._count(permission, error.status)
         if not isinstance(error, Forbidden):
             return
         if permission not in self.refused:

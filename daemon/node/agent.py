@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import json
 import logging
 import random
@@ -52,8 +51,9 @@ from kube.cache import Obj
 from kube.errors import Forbidden
 from kube.informer import Handlers, Informer
 from kube.light import LightClient
-from kube.preparation import ANNOTATION_PREPARE, decode_images
+from kube.preparation_contract import ANNOTATION_PREPARE, decode_images
 from kube.resources import EVENTS, LEASES
+from kube.times import format_time
 
 __all__ = ["NodeAgent"]
 
@@ -270,7 +270,7 @@ class NodeAgent:
 
     # --- events -------------------------------------------------------------------------
     async def _event(self, image: str, err: CriError, attempt: int, delay: float) -> None:
-        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = format_time()
         component = self.settings.component
         body = {
             "apiVersion": "v1",

@@ -20,7 +20,6 @@ that works clears it.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -31,7 +30,7 @@ from daemon.node.access import ApiAccess
 from daemon.node.metrics import AgentMetrics
 from daemon.node.settings import AgentSettings
 from kube.errors import Forbidden, KubeError, NotFound
-from kube.preparation import (
+from kube.preparation_contract import (
     ANNOTATION_BUNDLE,
     ANNOTATION_FAILED,
     ANNOTATION_READY,
@@ -43,14 +42,11 @@ from kube.preparation import (
     lease_name,
 )
 from kube.resources import LEASES
+from kube.times import format_micro_time
 
 __all__ = ["LeasePublisher", "Published"]
 
 log = logging.getLogger(__name__)
-
-
-def _micro_time() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +105,7 @@ class LeasePublisher:
         return {
             "holderIdentity": self.settings.node_name,
             "leaseDurationSeconds": self.settings.lease_duration_s,
-            "renewTime": _micro_time(),
+            "renewTime": format_micro_time(),
         }
 
     async def ensure(self) -> None:
@@ -123,7 +119,7 @@ class LeasePublisher:
                 "labels": {LABEL_NODE_AGENT: "true"},
                 "annotations": {"sandman.io/node": self.settings.node_name},
             },
-            "spec": {**self._spec(), "acquireTime": _micro_time()},
+            "spec": {**self._spec(), "acquireTime": format_micro_time()},
         }
         self._last_write = self._clock()  # a refused take-over is not retried sooner either
         try:

@@ -1,4 +1,4 @@
-"""The node agent's settings: one frozen dataclass; the command line's flags default to it.
+"""The node agent's settings: one frozen dataclass; the command line is generated from it.
 
 Why these defaults: pulls are bounded at 2 per node (the kubelet's own pulls share the
 runtime, and containerd unpacking is CPU- and disk-bound: more in parallel only slows each);
@@ -13,54 +13,81 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandman.wire.backoff import Backoff
+from kube.preparation_contract import AGENT_LEASE_NAMESPACE
+from sandman.base.backoff import Backoff
+from sandman.base.settings import LOG_LEVELS, fixed, setting
 
 __all__ = ["AgentSettings"]
 
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
-    #: The node this agent runs on ($NODE_NAME from the downward API in the DaemonSet).
-    node_name: str = ""
-    #: Sandman's namespace (where the per-node Leases live); "": the credentials' namespace.
-    namespace: str = ""
-    kubeconfig: str | None = None
-    #: The container runtime's CRI socket.
-    cri_socket: str = "/run/containerd/containerd.sock"
-    #: Pulls at once on this node.
-    pull_parallelism: int = 2
-    #: Longest a single PullImage may take before it counts as failed.
-    pull_timeout_s: float = 900.0
-    #: A failed image is retried after ``retry_initial_s * 2**(n-1)``, capped, full jitter.
-    retry_initial_s: float = 2.0
-    retry_cap_s: float = 300.0
-    #: ListImages reconciliation (finds images the kubelet's GC removed or pods pulled).
-    reconcile_interval_s: float = 30.0
-    #: At most one write of the Lease per this many seconds (batching ready-set changes).
-    min_write_interval_s: float = 5.0
-    #: Renewal of the Lease (liveness), and its duration.
-    renew_interval_s: float = 30.0
-    lease_duration_s: int = 90
-    #: Refused Events held to be sent again (daemon/node/events.py); beyond it the oldest
-    #: is dropped (counted).
-    max_held_events: int = 16
-    #: An image this agent pulled is removed this long after it stops being planned.
-    release_after_s: float = 300.0
-    #: Where the agent records which images it pulled ("" = in memory only).
-    state_dir: str = "/var/lib/sandman/node-agent"
-    #: The daemon bundle to keep on the node for hostPath delivery ("" = not kept).
-    bundle_source: str = ""
-    #: Versions go to ``<bundle_root>/<digest>/``, ``<bundle_root>/current`` points at one.
-    bundle_root: str = "/var/lib/sandman/bundle"
-    bundle_keep: int = 3
-    bundle_check_interval_s: float = 300.0
-    #: /healthz and /metrics.
-    health_host: str = "127.0.0.1"
-    health_port: int = 8791
-    #: Client-side rate limit towards the API server (the agent writes little).
-    qps: float = 5.0
-    burst: int = 10
-    component: str = "sandman-node-agent"
+    node_name: str = setting(
+        "", help="the node this agent runs on (the downward API's spec.nodeName); required",
+        env="NODE_NAME",
+    )  # fmt: skip
+    namespace: str = setting(
+        AGENT_LEASE_NAMESPACE,
+        help="where the per-node Leases live, apart from the election Lease's namespace; "
+        '"": the credentials\' namespace',
+    )
+    kubeconfig: str | None = setting(
+        None, help="kubeconfig path; none: $KUBECONFIG, then in-cluster"
+    )
+    cri_socket: str = setting(
+        "/run/containerd/containerd.sock", help="the container runtime's CRI socket"
+    )
+    pull_parallelism: int = setting(2, help="pulls at once on this node")
+    pull_timeout_s: float = setting(
+        900.0, help="the longest a single PullImage may take before it counts as failed"
+    )
+    retry_initial_s: float = setting(
+        2.0, help="a failed image is retried after retry_initial_s * 2**(n-1), capped, jittered"
+    )
+    retry_cap_s: float = setting(300.0, help="the longest wait before a failed image's retry")
+    reconcile_interval_s: float = setting(
+        30.0,
+        help="between ListImages reconciliations (finds images the kubelet's GC removed or "
+        "pods pulled)",
+    )
+    min_write_interval_s: float = setting(
+        5.0, help="at most one write of the Lease this often (batching ready-set changes)"
+    )
+    renew_interval_s: float = setting(30.0, help="between renewals of the Lease (liveness)")
+    lease_duration_s: int = setting(90, help="the Lease's duration (above renew_interval_s)")
+    max_held_events: int = setting(
+        16,
+        help="refused Events held to be sent again (daemon/node/events.py); beyond it the "
+        "oldest is dropped (counted)",
+    )
+    release_after_s: float = setting(
+        300.0, help="an image this agent pulled is removed this long after it stops being planned"
+    )
+    state_dir: str = setting(
+        "/var/lib/sandman/node-agent",
+        help='where the agent records which images it pulled ("": in memory only)',
+    )
+    bundle_source: str = setting(
+        "", help='the daemon bundle to keep on the node for hostPath delivery ("": not kept)'
+    )
+    bundle_root: str = setting(
+        "/var/lib/sandman/bundle",
+        help="versions go to <bundle_root>/<digest>/, <bundle_root>/current points at one",
+    )
+    bundle_keep: int = setting(3, help="bundle versions kept")
+    bundle_check_interval_s: float = setting(
+        300.0, help="between checks of the kept bundle's digest (copied again if altered)"
+    )
+    health_host: str = setting("127.0.0.1", help="address of /healthz, /readyz, /metrics")
+    health_port: int = setting(8791, help="port of /healthz, /readyz, /metrics")
+    qps: float = setting(
+        5.0, help="client-side rate limit towards the API server (the agent writes little)"
+    )
+    burst: int = setting(10, help="the rate limit's bucket size")
+    component: str = fixed(
+        "sandman-node-agent", why="the source of its Events and its User-Agent: its name"
+    )
+    log_level: str = setting("INFO", help="logging level", choices=LOG_LEVELS)
 
     def __post_init__(self) -> None:
         if self.pull_parallelism < 1:

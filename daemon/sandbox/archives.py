@@ -15,7 +15,9 @@ import tarfile
 from collections.abc import AsyncIterator
 from typing import IO, cast
 
-from .errors import BadRequest, Conflict, DaemonError, PayloadTooLarge
+from sandman.wire.errors import Reason
+
+from .errors import DaemonError
 from .settings import ExtractLimits
 from .trees import walk_tree
 from .untar import ArchiveConflict, ArchiveTooLarge, UnsafeArchive, extract
@@ -35,17 +37,17 @@ def _extract(pipe: _ChunkPipe, target: str, limits: ExtractLimits) -> None:
     try:
         extract(cast(IO[bytes], pipe), target, limits)
     except UnsafeArchive as exc:
-        raise BadRequest(f"unsafe tar member: {exc}", reason="unsafe_archive") from exc
+        raise DaemonError(f"unsafe tar member: {exc}", reason=Reason.UNSAFE_ARCHIVE) from exc
     except ArchiveTooLarge as exc:
-        raise PayloadTooLarge(f"archive too large: {exc}", reason="archive_too_large") from exc
+        raise DaemonError(f"archive too large: {exc}", reason=Reason.ARCHIVE_TOO_LARGE) from exc
     except ArchiveConflict as exc:
-        raise Conflict(
-            f"archive conflicts with the target: {exc}", reason="archive_conflict"
+        raise DaemonError(
+            f"archive conflicts with the target: {exc}", reason=Reason.ARCHIVE_CONFLICT
         ) from exc
     except DaemonError:
         raise  # from reading the request body (too large, timed out, cut short)
     except (tarfile.TarError, EOFError, UnicodeError) as exc:
-        raise BadRequest(f"not a valid tar stream: {exc}", reason="invalid_archive") from exc
+        raise DaemonError(f"not a valid tar stream: {exc}", reason=Reason.INVALID_ARCHIVE) from exc
 
 
 class _ChunkPipe:

@@ -16,8 +16,9 @@ import os
 from collections.abc import Mapping
 
 from sandman.wire.daemon import Blob
+from sandman.wire.errors import Reason
 
-from .errors import BadRequest
+from .errors import DaemonError
 
 __all__ = ["check_cwd", "check_env", "check_shell", "decode_blob", "resolve_argv"]
 
@@ -36,37 +37,37 @@ def _c_string(value: str) -> bool:
 def check_env(env: Mapping[str, str]) -> None:
     for key, value in env.items():
         if not key or "=" in key or not _c_string(key):
-            raise BadRequest(
+            raise DaemonError(
                 f"environment variable name {key!r} is empty or holds '=' or NUL",
-                reason="invalid_env",
+                reason=Reason.INVALID_ENV,
             )
         if not _c_string(value):
-            raise BadRequest(f"NUL byte in the value of {key!r}", reason="invalid_env")
+            raise DaemonError(f"NUL byte in the value of {key!r}", reason=Reason.INVALID_ENV)
 
 
 def check_cwd(cwd: str | None) -> None:
     if cwd is not None and (not cwd or not _c_string(cwd)):
-        raise BadRequest("'cwd' is empty or holds a NUL byte", reason="invalid_cwd")
+        raise DaemonError("'cwd' is empty or holds a NUL byte", reason=Reason.INVALID_CWD)
 
 
 def check_shell(shell: str | None) -> None:
     if shell is not None and (not shell or not _c_string(shell)):
-        raise BadRequest("'shell' is empty or holds a NUL byte", reason="invalid_shell")
+        raise DaemonError("'shell' is empty or holds a NUL byte", reason=Reason.INVALID_SHELL)
 
 
 def resolve_argv(argv: list[str] | None, command: str | None, shell: str) -> list[str]:
     """The argv to spawn: ``argv`` itself or ``[shell, "-c", command]``."""
     if (argv is None) == (command is None):
-        raise BadRequest("give exactly one of 'argv' and 'command'", reason="invalid_command")
+        raise DaemonError("give exactly one of 'argv' and 'command'", reason=Reason.INVALID_COMMAND)
     if argv is not None:
         if not argv or not argv[0]:
-            raise BadRequest("'argv' must name a program", reason="invalid_command")
+            raise DaemonError("'argv' must name a program", reason=Reason.INVALID_COMMAND)
         if not all(_c_string(a) for a in argv):
-            raise BadRequest("NUL byte in 'argv'", reason="invalid_command")
+            raise DaemonError("NUL byte in 'argv'", reason=Reason.INVALID_COMMAND)
         return argv
     assert command is not None
     if not _c_string(command):
-        raise BadRequest("NUL byte in 'command'", reason="invalid_command")
+        raise DaemonError("NUL byte in 'command'", reason=Reason.INVALID_COMMAND)
     check_shell(shell)
     return [shell, "-c", command]
 
@@ -79,4 +80,6 @@ def decode_blob(blob: Blob | None) -> bytes | None:
     try:
         return base64.b64decode(blob.data, validate=True)
     except ValueError as exc:  # binascii.Error, or text that is not even ASCII
-        raise BadRequest(f"stdin is not valid base64: {exc}", reason="invalid_base64") from exc
+        raise DaemonError(
+            f"stdin is not valid base64: {exc}", reason=Reason.INVALID_BASE64
+        ) from exc

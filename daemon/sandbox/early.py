@@ -94,6 +94,8 @@ class EarlyListener:
         self._finished = _thread.allocate_lock()
         self._finished.acquire()
         self.answered = 0
+        #: Connections taken from the listener (answered, held or found closed).
+        self.accepted = 0
         _thread.start_new_thread(self._run, ())
 
     def handover(self) -> tuple[socket.socket, list[socket.socket]]:
@@ -141,6 +143,7 @@ class EarlyListener:
             fd, _ = self._listener._accept()  # type: ignore[attr-defined]
         except OSError:  # gone before we took it, or out of descriptors: the server decides
             return
+        self.accepted += 1
         self._held[fd] = _socket.socket(fileno=fd)
         poller.register(fd, select.POLLIN)
         if len(self._held) >= self._max_connections:

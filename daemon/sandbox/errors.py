@@ -1,92 +1,49 @@
-"""The daemon's error hierarchy: every failure a caller can cause maps to one HTTP status and a
-machine-readable ``reason``.
+"""The daemon's one error type: every failure a caller can cause is a reason of the one table.
 
-Handlers raise these; the server turns them into ``{"error": {"reason", "message"}}`` bodies.
-Anything else escaping a handler is a bug and becomes a 500 ``internal`` (logged, never
-crashing the daemon). Causes are chained (``raise ... from exc``) so logs keep the origin.
+Handlers raise :class:`DaemonError` with a :class:`sandman.wire.errors.Reason`; the server
+turns it into the wire model ``{"error": {"reason", "message"}}`` with the reason's status.
+There is no subclass per status: the table says which status a reason is answered with (and
+the SDK decodes it by the same row), so a raise site names what went wrong and nothing that
+could disagree with it. Anything else escaping a handler is a bug and becomes a 500
+``internal`` (logged, never crashing the daemon). Causes are chained (``raise ... from exc``)
+so logs keep the origin.
 """
 
 from __future__ import annotations
 
-__all__ = [
-    "BadRequest",
-    "Conflict",
-    "DaemonError",
-    "Forbidden",
-    "NotFound",
-    "PayloadTooLarge",
-    "RequestTimeout",
-    "TooManyRequests",
-    "Unauthorized",
-    "Unavailable",
-]
+from sandman.base.errors import Failure
+from sandman.wire.errors import Reason
+
+__all__ = ["DaemonError"]
 
 
-class DaemonError(Exception):
-    """Base class: an expected failure with an HTTP status and a stable reason string."""
+class DaemonError(Failure):
+    """An expected failure: ``message``, then its ``reason`` (the status comes from it).
 
-    status: int = 500
-    default_reason: str = "internal"
+    A 429's ``retry_after_s`` (1 s unless said) becomes its ``retry-after`` header."""
 
-    def __init__(self, message: str, *, reason: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.reason = reason or self.default_reason
+    reason: Reason
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: Reason,
+        retry_after_s: float | None = None,
+    ) -> None:
+        if retry_after_s is None and reason.status == 429:
+            retry_after_s = 1
+        super().__init__(
+            message,
+            reason=reason,
+            status=reason.status,
+            retriable=reason.retriable,
+            retry_after_s=retry_after_s,
+        )
 
     def headers(self) -> list[tuple[str, str]]:
+        if self.status == 401:
+            return [("www-authenticate", 'Bearer realm="sandman"')]
+        if self.retry_after_s is not None:
+            return [("retry-after", str(max(1, round(self.retry_after_s))))]
         return []
-
-
-class BadRequest(DaemonError):
-    status = 400
-    default_reason = "bad_request"
-
-
-class Unauthorized(DaemonError):
-    status = 401
-    default_reason = "unauthorized"
-
-    def headers(self) -> list[tuple[str, str]]:
-        return [("www-authenticate", 'Bearer realm="sandman"')]
-
-
-class Forbidden(DaemonError):
-    status = 403
-    default_reason = "forbidden"
-
-
-class NotFound(DaemonError):
-    status = 404
-    default_reason = "not_found"
-
-
-class Conflict(DaemonError):
-    status = 409
-    default_reason = "conflict"
-
-
-class RequestTimeout(DaemonError):
-    status = 408
-    default_reason = "request_timeout"
-
-
-class PayloadTooLarge(DaemonError):
-    status = 413
-    default_reason = "body_too_large"
-
-
-class TooManyRequests(DaemonError):
-    status = 429
-    default_reason = "too_many_requests"
-
-    def __init__(self, message: str, *, reason: str | None = None, retry_after_s: int = 1) -> None:
-        super().__init__(message, reason=reason)
-        self.retry_after_s = retry_after_s
-
-    def headers(self) -> list[tuple[str, str]]:
-        return [("retry-after", str(self.retry_after_s))]
-
-
-class Unavailable(DaemonError):
-    status = 503
-    default_reason = "unavailable"

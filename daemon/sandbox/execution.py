@@ -22,9 +22,10 @@ from typing import Any
 import msgspec
 
 from sandman.wire.daemon import Encoding, ExecEvent, ExecRequest, ExecResult, Output, encode
+from sandman.wire.errors import Reason
 
 from .commands import check_cwd, check_env, decode_blob, resolve_argv
-from .errors import BadRequest, Conflict, NotFound, TooManyRequests, Unavailable
+from .errors import DaemonError
 from .output import HeadCapture, PipeReader, StreamDecoder
 from .retained import RetainedExec, RetainedExecs
 from .settings import DaemonSettings
@@ -93,8 +94,8 @@ class ExecManager:
     def check_capacity(self) -> None:
         cap = self._settings.max_concurrent_execs
         if self._active >= cap:
-            raise TooManyRequests(
-                f"{self._active} commands already running (cap {cap})", reason="too_many_execs"
+            raise DaemonError(
+                f"{self._active} commands already running (cap {cap})", reason=Reason.TOO_MANY_EXECS
             )
 
     def acquire(self) -> None:
@@ -119,8 +120,8 @@ class ExecManager:
         arrive together from sharing an id or both passing the last free slot.)"""
         exec_id = requested_id or f"x-{os.urandom(6).hex()}"
         if exec_id in self._ids:
-            raise Conflict(
-                f"an exec with id {exec_id!r} is already running", reason="exec_id_in_use"
+            raise DaemonError(
+                f"an exec with id {exec_id!r} is already running", reason=Reason.EXEC_ID_IN_USE
             )
         self.acquire()
         self._ids.add(exec_id)
@@ -134,9 +135,9 @@ class ExecManager:
         cap = self._settings.default_output_bytes if requested is None else requested
         limit = self._settings.max_output_bytes
         if cap > limit:
-            raise BadRequest(
+            raise DaemonError(
                 f"max_output_bytes {cap} exceeds the daemon's cap {limit}",
-                reason="output_cap_too_large",
+                reason=Reason.OUTPUT_CAP_TOO_LARGE,
             )
         return cap
 
@@ -187,7 +188,7 @@ class ExecManager:
         try:
             record.finish(await self._run_admitted(request, prepared, exec_id))
         except BaseException as exc:
-            record.fail(Unavailable("the daemon stopped the exec", reason="shutting_down"))
+            record.fail(DaemonError("the daemon stopped the exec", reason=Reason.SHUTTING_DOWN))
             if not isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
@@ -205,10 +206,10 @@ class ExecManager:
         the first N output events. A kept stream every reader left is killed when none comes
         back within ``exec_detach_grace_s``."""
         if resume_from < 0:
-            raise BadRequest("resume_from must be >= 0", reason="invalid_query")
+            raise DaemonError("resume_from must be >= 0", reason=Reason.INVALID_QUERY)
         if request.id is None:
             if resume_from:
-                raise BadRequest("resume_from needs the exec's id", reason="invalid_query")
+                raise DaemonError("resume_from needs the exec's id", reason=Reason.INVALID_QUERY)
             prepared = self._prepare(request)
             exec_id = self._admit(None)
             events = self._stream_events(request, prepared, exec_id)
@@ -216,7 +217,9 @@ class ExecManager:
         record = self._kept.find(request, streaming=True)
         if record is None:
             if resume_from:
-                raise NotFound(f"no kept exec {request.id!r} to resume", reason="exec_not_found")
+                raise DaemonError(
+                    f"no kept exec {request.id!r} to resume", reason=Reason.EXEC_NOT_FOUND
+                )
             prepared = self._prepare(request)
             exec_id = self._admit(request.id)
             record = self._kept.add(request, streaming=True)
@@ -239,7 +242,7 @@ class ExecManager:
             assert exit_event.result is not None
             record.finish(exit_event.result)
         except BaseException as exc:
-            record.fail(Unavailable("the daemon stopped the exec", reason="shutting_down"))
+            record.fail(DaemonError("the daemon stopped the exec", reason=Reason.SHUTTING_DOWN))
             if not isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
@@ -430,7 +433,7 @@ class ExecManager:
     def signal(self, exec_id: str, signum: signal.Signals) -> None:
         state = self._running.get(exec_id)
         if state is None:
-            raise NotFound(f"no running exec with id {exec_id!r}", reason="exec_not_found")
+            raise DaemonError(f"no running exec with id {exec_id!r}", reason=Reason.EXEC_NOT_FOUND)
         state.interrupted = True
         state.child.signal_group(signum)
 

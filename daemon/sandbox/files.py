@@ -14,8 +14,8 @@ distinct spelling to ``normpath``), and that a tar upload never writes outside i
 directory (``archives.py``).
 
 Names are bytes on Linux. A query's path arrives percent-decoded with the bytes that are not
-UTF-8 kept as surrogate escapes (``http.parse_query``), which ``os`` functions turn back into
-the same bytes; answers carry such names base64-encoded with ``*_encoding: "base64"``.
+UTF-8 kept as surrogate escapes (``http_connection.parse_query``), which ``os`` functions turn
+back into the same bytes; answers carry such names base64-encoded with ``*_encoding: "base64"``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Literal
 
 from sandman.wire.daemon import DirEntry, DirListing, Encoding, FileStat, MoveRequest
+from sandman.wire.errors import Reason
 
-from .errors import BadRequest, Conflict, DaemonError, NotFound
+from .errors import DaemonError
 from .settings import ExtractLimits
 from .trees import make_dirs, remove_tree
 
@@ -52,41 +53,35 @@ def _kind(mode: int) -> FileType:
     return "other"
 
 
-# errno -> (status, reason, what to say) for conditions a caller can cause or must learn of.
+# OSError subclass, else errno -> (reason, what to say) for conditions a caller can cause or
+# must learn of; the reason's status is the table's (sandman.wire.errors).
+_OS_ERRORS: tuple[tuple[type[OSError], Reason, str], ...] = (
+    (FileNotFoundError, Reason.FILE_NOT_FOUND, "no such file or directory"),
+    (IsADirectoryError, Reason.IS_A_DIRECTORY, "is a directory"),
+    (NotADirectoryError, Reason.NOT_A_DIRECTORY, "not a directory"),
+    (FileExistsError, Reason.FILE_EXISTS, "already exists"),
+    (PermissionError, Reason.PERMISSION_DENIED, "permission denied"),
+)
 _ERRNO_ERRORS = {
-    errno.ENAMETOOLONG: (400, "path_too_long", "name or path too long"),
-    errno.ELOOP: (400, "too_many_links", "too many levels of symbolic links"),
-    errno.EINVAL: (400, "invalid_path", "invalid argument for this path"),
-    errno.EXDEV: (400, "cross_device", "not on the same file system"),
-    errno.EROFS: (403, "read_only_file_system", "read-only file system"),
-    errno.ENOTEMPTY: (409, "directory_not_empty", "directory not empty"),
-    errno.EBUSY: (409, "busy", "busy (a mount point or in use)"),
-    errno.ETXTBSY: (409, "busy", "text file busy"),
-    errno.EMLINK: (409, "too_many_links", "too many links"),
-    errno.ENOSPC: (507, "no_space", "no space left on the device"),
-    errno.EDQUOT: (507, "no_space", "disk quota exceeded"),
+    errno.ENAMETOOLONG: (Reason.PATH_TOO_LONG, "name or path too long"),
+    errno.ELOOP: (Reason.TOO_MANY_LINKS, "too many levels of symbolic links"),
+    errno.EINVAL: (Reason.INVALID_PATH, "invalid argument for this path"),
+    errno.EXDEV: (Reason.CROSS_DEVICE, "not on the same file system"),
+    errno.EROFS: (Reason.READ_ONLY_FILE_SYSTEM, "read-only file system"),
+    errno.ENOTEMPTY: (Reason.DIRECTORY_NOT_EMPTY, "directory not empty"),
+    errno.EBUSY: (Reason.BUSY, "busy (a mount point or in use)"),
+    errno.ETXTBSY: (Reason.BUSY, "text file busy"),
+    errno.EMLINK: (Reason.TOO_MANY_LINKS, "too many links"),
+    errno.ENOSPC: (Reason.NO_SPACE, "no space left on the device"),
+    errno.EDQUOT: (Reason.NO_SPACE, "disk quota exceeded"),
 }
 
 
 def _translate(exc: OSError, path: str) -> DaemonError:
     """Map an OSError to the API's error with a stable reason, keeping the cause."""
-    if isinstance(exc, FileNotFoundError):
-        err: DaemonError = NotFound(f"{path}: no such file or directory", reason="file_not_found")
-    elif isinstance(exc, IsADirectoryError):
-        err = BadRequest(f"{path}: is a directory", reason="is_a_directory")
-    elif isinstance(exc, NotADirectoryError):
-        err = BadRequest(f"{path}: not a directory", reason="not_a_directory")
-    elif isinstance(exc, FileExistsError):
-        err = Conflict(f"{path}: already exists", reason="file_exists")
-    elif isinstance(exc, PermissionError):
-        err = DaemonError(f"{path}: permission denied", reason="permission_denied")
-        err.status = 403
-    elif exc.errno in _ERRNO_ERRORS:
-        status, reason, what = _ERRNO_ERRORS[exc.errno]
-        err = DaemonError(f"{path}: {what}", reason=reason)
-        err.status = status
-    else:
-        err = DaemonError(f"{path}: {exc.strerror or exc}", reason="io_error")
+    by_type = ((r, w) for cls, r, w in _OS_ERRORS if isinstance(exc, cls))
+    reason, what = next(by_type, None) or _ERRNO_ERRORS.get(exc.errno or 0, (Reason.IO_ERROR, ""))
+    err = DaemonError(f"{path}: {what or exc.strerror or exc}", reason=reason)
     err.__cause__ = exc
     return err
 
@@ -117,7 +112,7 @@ def _decode_path(text: str, encoding: Encoding) -> str:
     try:
         return os.fsdecode(base64.b64decode(text, validate=True))
     except ValueError as exc:  # binascii.Error, or text that is not even ASCII
-        raise BadRequest(f"path is not valid base64: {exc}", reason="invalid_base64") from exc
+        raise DaemonError(f"path is not valid base64: {exc}", reason=Reason.INVALID_BASE64) from exc
 
 
 class FileService:
@@ -128,14 +123,15 @@ class FileService:
     def resolve(self, path: str | None) -> str:
         """The absolute, normalised path (``//x`` is ``/x``); 400 for what no call could use."""
         if not path:
-            raise BadRequest("query parameter 'path' is required", reason="missing_path")
+            raise DaemonError("query parameter 'path' is required", reason=Reason.MISSING_PATH)
         if "\0" in path:
-            raise BadRequest("NUL byte in path", reason="invalid_path")
+            raise DaemonError("NUL byte in path", reason=Reason.INVALID_PATH)
         base = self._workdir or os.getcwd()
         full = "/" + os.path.normpath(os.path.join(base, path)).lstrip("/")
         if len(os.fsencode(full)) >= PATH_MAX:
-            raise BadRequest(
-                f"path of {len(os.fsencode(full))} bytes exceeds PATH_MAX", reason="path_too_long"
+            raise DaemonError(
+                f"path of {len(os.fsencode(full))} bytes exceeds PATH_MAX",
+                reason=Reason.PATH_TOO_LONG,
             )
         return full
 
@@ -189,7 +185,7 @@ class FileService:
         """(bytes that will be sent, chunk iterator) for a byte range of a regular file."""
         full = self.resolve(path)
         if offset < 0 or (length is not None and length < 0):
-            raise BadRequest("offset and length must be >= 0", reason="invalid_range")
+            raise DaemonError("offset and length must be >= 0", reason=Reason.INVALID_RANGE)
         try:  # non-blocking: opening a FIFO must not hang the daemon
             fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
@@ -199,8 +195,8 @@ class FileService:
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             if stat.S_ISDIR(st.st_mode):
-                raise BadRequest(f"{full}: is a directory", reason="is_a_directory")
-            raise BadRequest(f"{full}: not a regular file", reason="not_a_regular_file")
+                raise DaemonError(f"{full}: is a directory", reason=Reason.IS_A_DIRECTORY)
+            raise DaemonError(f"{full}: not a regular file", reason=Reason.NOT_A_REGULAR_FILE)
         count = max(0, size - offset) if length is None else max(0, min(length, size - offset))
         return count, FileChunks(fd, offset, count)
 
@@ -237,7 +233,7 @@ class FileService:
     def remove(self, path: str, recursive: bool) -> None:
         full = self.resolve(path)
         if full == "/":
-            raise BadRequest("refusing to remove /", reason="invalid_path")
+            raise DaemonError("refusing to remove /", reason=Reason.INVALID_PATH)
         try:
             st = os.lstat(full)
             if stat.S_ISDIR(st.st_mode):
@@ -254,16 +250,18 @@ class FileService:
         src = self.resolve(_decode_path(request.source, request.encoding))
         dst = self.resolve(_decode_path(request.destination, request.encoding))
         if src == "/" or dst == "/":
-            raise BadRequest("refusing to move / or onto /", reason="invalid_path")
+            raise DaemonError("refusing to move / or onto /", reason=Reason.INVALID_PATH)
         if dst.startswith(src.rstrip("/") + "/"):
-            raise BadRequest(f"cannot move {src} into itself", reason="invalid_path")
+            raise DaemonError(f"cannot move {src} into itself", reason=Reason.INVALID_PATH)
         try:
             if not request.overwrite and os.path.lexists(dst):
                 raise FileExistsError(dst)
             make_dirs(os.path.dirname(dst) or "/")
             shutil.move(src, dst)
         except shutil.Error as exc:  # an OSError without errno, e.g. "destination exists"
-            raise Conflict(f"cannot move {src} to {dst}: {exc}", reason="file_exists") from exc
+            raise DaemonError(
+                f"cannot move {src} to {dst}: {exc}", reason=Reason.FILE_EXISTS
+            ) from exc
         except OSError as exc:
             raise _translate(exc, src) from exc
         return self.stat(dst)
@@ -274,7 +272,7 @@ class FileService:
         """A tar stream of a directory (or file), produced by a worker thread."""
         full = self.resolve(path)
         if not os.path.lexists(full):
-            raise NotFound(f"{full}: no such file or directory", reason="file_not_found")
+            raise DaemonError(f"{full}: no such file or directory", reason=Reason.FILE_NOT_FOUND)
         from .archives import tar_stream  # imports tarfile: on first use
 
         return tar_stream(full)

@@ -64,6 +64,15 @@ class UnknownMachine(ValueError):
     """No glibc loader name is known for this machine architecture."""
 
 
+def token_digest(token: str) -> bytes:
+    """The verifier of a bearer token: its SHA-256 (of the stripped token). A pod carries
+    this, hex-encoded in ``SANDMAN_TOKEN_SHA256`` (facade/podspec.py), never the token; the
+    daemon compares the digest of what a caller presents with it (daemon/sandbox/claim.py)."""
+    import hashlib  # here: this module is imported before the daemon binds its port
+
+    return hashlib.sha256(token.strip().encode()).digest()
+
+
 def loader_name(machine: str | None = None) -> str:
     """The dynamic loader's file name for `machine` (default: this host)."""
     import platform  # here, not at the top: ~10 ms the daemon would pay before it binds
@@ -81,7 +90,8 @@ def bundle_command(
     """The container ``command`` that starts the daemon from a bundle mounted at `mount`.
 
     `loader` is the loader's file name for the *node's* architecture (default: this host's);
-    the token comes from the ``SANDMAN_TOKEN`` environment variable of the container.
+    the token's verifier comes from the ``SANDMAN_TOKEN_SHA256`` environment variable of the
+    container (the token itself never reaches the pod).
     """
     lib = f"{mount}/{LIBDIR}"
     return [f"{lib}/{loader or loader_name()}", "--library-path", lib, f"{mount}/{EXECUTABLE}",

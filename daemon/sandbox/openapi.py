@@ -1,7 +1,9 @@
 """Builds the daemon's OpenAPI 3.1 document from the route table and the wire models.
 
 ``python -m daemon.sandbox.openapi > docs/openapi/daemon.json`` regenerates the committed copy;
-a test fails when the committed copy and the code disagree.
+a test fails when the committed copy and the code disagree. Error answers are the wire model
+``ErrorBody``; each error status names the reasons of the side it may carry (one table,
+:mod:`sandman.wire.errors`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import sys
 from typing import Any
 
 import msgspec
+
+from sandman.wire.errors import ErrorBody, Reason, Side
 
 from . import __version__
 from .api import ROUTES, Route
@@ -25,20 +29,6 @@ QUERY_TYPES = {
     "parents": "boolean",
     "recursive": "boolean",
 }
-ERROR_SCHEMA = {
-    "type": "object",
-    "required": ["error"],
-    "properties": {
-        "error": {
-            "type": "object",
-            "required": ["reason", "message"],
-            "properties": {
-                "reason": {"type": "string", "description": "stable machine-readable reason"},
-                "message": {"type": "string"},
-            },
-        }
-    },
-}
 
 
 def _ref(model: type) -> dict[str, str]:
@@ -46,7 +36,7 @@ def _ref(model: type) -> dict[str, str]:
 
 
 def _operation(route: Route, query_types: dict[str, str]) -> dict[str, Any]:
-    op: dict[str, Any] = {"operationId": route.handler.strip("_"), "summary": route.summary}
+    op: dict[str, Any] = {"operationId": route.operation, "summary": route.summary}
     params = [
         {"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
         for n in _path_params(route.path)
@@ -78,9 +68,20 @@ def _operation(route: Route, query_types: dict[str, str]) -> dict[str, Any]:
     elif route.response_content != "application/json":
         ok["content"] = {route.response_content: {"schema": {"type": "string", "format": "binary"}}}
     op["responses"] = {str(route.status): ok} | {
-        str(code): {"$ref": "#/components/responses/Error"} for code in route.errors
+        str(code): {"$ref": f"#/components/responses/Error{code}"} for code in route.errors
     }
     return op
+
+
+def _error_responses(codes: set[int], side: Side) -> dict[str, Any]:
+    """One response per error status, naming the reasons ``side`` answers with it."""
+    content = {"application/json": {"schema": _ref(ErrorBody)}}
+    responses = {}
+    for code in sorted(codes):
+        reasons = ", ".join(f"`{r}`" for r in Reason if r.status == code and side in r.side)
+        description = f"reason: {reasons}" if reasons else "error with a machine-readable reason"
+        responses[f"Error{code}"] = {"description": description, "content": content}
+    return responses
 
 
 def _path_params(path: str) -> list[str]:
@@ -94,10 +95,12 @@ def openapi_document(
     version: str,
     query_types: dict[str, str],
     extra_paths: dict[str, dict[str, Any]],
+    side: Side,
 ) -> dict[str, Any]:
-    """An OpenAPI 3.1 document for a route table (also used by the facade's)."""
+    """An OpenAPI 3.1 document for a route table (also used by the facade's); ``side``: whose
+    error reasons the error statuses name."""
     models = sorted(
-        {m for r in routes for m in (r.request, r.response) if m is not None},
+        {m for r in routes for m in (r.request, r.response) if m is not None} | {ErrorBody},
         key=lambda m: m.__name__,
     )
     _, components = msgspec.json.schema_components(
@@ -113,15 +116,8 @@ def openapi_document(
         "security": [{"bearer": []}],
         "paths": dict(sorted(paths.items())),
         "components": {
-            "schemas": dict(sorted(components.items())) | {"Error": ERROR_SCHEMA},
-            "responses": {
-                "Error": {
-                    "description": "error with a machine-readable reason",
-                    "content": {
-                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
-                    },
-                }
-            },
+            "schemas": dict(sorted(components.items())),
+            "responses": _error_responses({c for r in routes for c in r.errors}, side),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
@@ -145,6 +141,7 @@ def build_document() -> dict[str, Any]:
         version=__version__,
         query_types=QUERY_TYPES,
         extra_paths={"/healthz": unauthenticated_get("healthz", "Readiness probe (no auth)")},
+        side=Side.DAEMON,
     )
 
 

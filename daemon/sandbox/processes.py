@@ -17,9 +17,10 @@ import time
 from dataclasses import dataclass
 
 from sandman.wire.daemon import ProcessInfo, ProcessOutput, ProcessStartRequest
+from sandman.wire.errors import Reason
 
 from .commands import check_cwd, check_env, resolve_argv
-from .errors import BadRequest, NotFound, TooManyRequests
+from .errors import DaemonError
 from .output import PipeReader, TailBuffer
 from .settings import DaemonSettings
 from .supervisor import Child, Supervisor, child_environment, signal_name
@@ -74,7 +75,9 @@ class ProcessManager:
         try:
             child = self._supervisor.spawn(argv, cwd=request.cwd or self._settings.workdir, env=env)
         except OSError as exc:
-            raise BadRequest(f"cannot start {argv[0]!r}: {exc}", reason="spawn_failed") from exc
+            raise DaemonError(
+                f"cannot start {argv[0]!r}: {exc}", reason=Reason.SPAWN_FAILED
+            ) from exc
         cap = self._settings.process_tail_bytes
         proc = _Process(
             id=f"p-{os.urandom(6).hex()}",
@@ -104,8 +107,9 @@ class ProcessManager:
             return
         finished = [p for p in self._procs.values() if not p.child.running]
         if not finished:
-            raise TooManyRequests(
-                f"{len(self._procs)} background processes are running", reason="too_many_processes"
+            raise DaemonError(
+                f"{len(self._procs)} background processes are running",
+                reason=Reason.TOO_MANY_PROCESSES,
             )
         oldest = min(finished, key=lambda p: p.ended_at or p.started_at)
         self._forget(oldest)
@@ -118,7 +122,7 @@ class ProcessManager:
     def get(self, proc_id: str) -> _Process:
         proc = self._procs.get(proc_id)
         if proc is None:
-            raise NotFound(f"no background process {proc_id!r}", reason="process_not_found")
+            raise DaemonError(f"no background process {proc_id!r}", reason=Reason.PROCESS_NOT_FOUND)
         return proc
 
     def list(self) -> list[ProcessInfo]:

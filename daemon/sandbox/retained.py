@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 import msgspec
 
 from sandman.wire.daemon import ExecRequest, ExecResult
+from sandman.wire.errors import Reason
 
-from .errors import BadRequest, Conflict
+from .errors import DaemonError
 from .settings import DaemonSettings
 
 __all__ = ["RetainedExec", "RetainedExecs", "fingerprint"]
@@ -94,9 +95,9 @@ class RetainedExec:
     def check_resume(self, position: int) -> None:
         produced = len(self.lines) - (1 if self.ended and self.lines else 0)  # not the exit
         if position > produced:
-            raise BadRequest(
+            raise DaemonError(
                 f"resume_from {position} is past the {produced} output events of {self.id!r}",
-                reason="resume_past_end",
+                reason=Reason.RESUME_PAST_END,
             )
 
 
@@ -123,10 +124,10 @@ class RetainedExecs:
             return None
         if record.fingerprint != fingerprint(request, streaming):
             how = "a streamed" if record.streaming else "a"
-            raise Conflict(
+            raise DaemonError(
                 f"exec id {request.id!r} was used by {how} different request"
                 f" (kept {self._settings.exec_retention_s:g} s after it ends)",
-                reason="exec_id_reused",
+                reason=Reason.EXEC_ID_REUSED,
             )
         return record
 

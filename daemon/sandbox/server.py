@@ -1,7 +1,8 @@
 """The sandbox daemon: the HTTP API of one sandbox, wired to its managers.
 
 One ``SandboxDaemon`` per container. It authenticates every ``/v1`` call with the sandbox's
-bearer token (constant-time compare), tracks activity for the idle timeout, and on shutdown
+bearer token (digests compared in constant time, claim.py: a pool sandbox's token changes
+at its claim), tracks activity for the idle timeout, and on shutdown
 (SIGTERM, idle timeout) stops every process it started before returning, so the container
 ends cleanly and the pod reports ``Succeeded``.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import logging
 import os
 import re
@@ -23,6 +23,7 @@ from typing import TypeVar
 import msgspec
 
 from sandman.wire.daemon import (
+    ClaimRequest,
     DaemonInfo,
     ExecRequest,
     MoveRequest,
@@ -35,14 +36,17 @@ from sandman.wire.daemon import (
     SignalRequest,
     encode,
 )
+from sandman.wire.errors import Reason
 
-from . import __version__
-from .api import ROUTES
-from .errors import BadRequest, Unauthorized
+from . import __version__, api
+from .claim import Credentials
+from .errors import DaemonError
 from .execution import ExecManager
 from .files import FileService
-from .http import ConnectionLimits, HttpServer, Request, Response, Router
+from .http_connection import ConnectionLimits, Handler, Request, Response
+from .http_server import HttpServer
 from .processes import ProcessManager
+from .routing import Router
 from .sessions import SessionManager
 from .settings import DaemonSettings, ExtractLimits
 from .streams import GuardedStream
@@ -79,14 +83,14 @@ def _query_int(request: Request, name: str, default: int | None = None) -> int |
         or abs(int(raw, 8 if octal else 10)) > INT64_MAX
     ):
         kind = "an octal integer" if octal else "a decimal integer within int64"
-        raise BadRequest(f"query parameter {name!r} must be {kind}", reason="invalid_query")
+        raise DaemonError(f"query parameter {name!r} must be {kind}", reason=Reason.INVALID_QUERY)
     return int(raw, 8 if octal else 10)
 
 
 def _query_mode(request: Request) -> int | None:
     mode = _query_int(request, "mode")
     if mode is not None and not 0 <= mode <= 0o7777:
-        raise BadRequest(f"mode {mode:o} is outside 0..7777 (octal)", reason="invalid_mode")
+        raise DaemonError(f"mode {mode:o} is outside 0..7777 (octal)", reason=Reason.INVALID_MODE)
     return mode
 
 
@@ -98,7 +102,7 @@ def _query_bool(request: Request, name: str, default: bool = False) -> bool:
         return True
     if raw.lower() in ("0", "false", "no"):
         return False
-    raise BadRequest(f"query parameter {name!r} must be a boolean", reason="invalid_query")
+    raise DaemonError(f"query parameter {name!r} must be a boolean", reason=Reason.INVALID_QUERY)
 
 
 def connection_limits(settings: DaemonSettings) -> ConnectionLimits:
@@ -127,9 +131,11 @@ class SandboxDaemon:
         self.processes = ProcessManager(settings, self.supervisor)
         self.files = FileService(settings.workdir, settings.max_dir_entries)
         self.cgroups = CgroupReader()
-        self.router = self._routes()
+        self.router = Router(api.bind(api.ROUTES, self.handlers()))
         self._http = HttpServer(self._handle, connection_limits(settings))
-        self._token = settings.token.encode()
+        self.credentials = Credentials(settings.verifier(), pooled=settings.pooled)
+        #: The idle timeout in force: the settings', or a pool sandbox's claim's.
+        self.idle_timeout_s = settings.idle_timeout_s
         self._started = time.monotonic()
         self._last_activity = time.monotonic()
         self._in_flight = 0
@@ -169,12 +175,10 @@ class SandboxDaemon:
         self.supervisor.uninstall()
 
     async def _idle_watchdog(self) -> None:
-        limit = self.settings.idle_timeout_s
-        if limit is None:
-            return
         while True:
-            await asyncio.sleep(min(1.0, limit / 4))
-            if self._in_flight == 0 and self.idle_s() >= limit:
+            limit = self.idle_timeout_s  # a claim may set it
+            await asyncio.sleep(1.0 if limit is None else min(1.0, limit / 4))
+            if limit is not None and self._in_flight == 0 and self.idle_s() >= limit:
                 log.info("idle for %.1f s (limit %.1f s): exiting", self.idle_s(), limit)
                 self.stopping.set()
                 return
@@ -212,24 +216,47 @@ class SandboxDaemon:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token:
-            raise Unauthorized("missing bearer token", reason="missing_token")
-        if not hmac.compare_digest(token.strip().encode(), self._token):
-            raise Unauthorized("invalid bearer token", reason="invalid_token")
+            raise DaemonError("missing bearer token", reason=Reason.MISSING_TOKEN)
+        claim_route = request.method == api.CLAIM.method and request.path == api.CLAIM.path
+        self.credentials.check(token, claim_route=claim_route)
 
     async def _body(self, request: Request, model: type[T]) -> T:
         raw = await request.read_body(self.settings.max_json_body_bytes)
         try:
             return msgspec.json.decode(raw or b"{}", type=model)
         except msgspec.ValidationError as exc:
-            raise BadRequest(str(exc), reason="invalid_request") from exc
+            raise DaemonError(str(exc), reason=Reason.INVALID_REQUEST) from exc
         except msgspec.DecodeError as exc:
-            raise BadRequest(f"body is not valid JSON: {exc}", reason="invalid_json") from exc
+            raise DaemonError(f"body is not valid JSON: {exc}", reason=Reason.INVALID_JSON) from exc
 
-    def _routes(self) -> Router:
-        router = Router()
-        for route in ROUTES:
-            router.add(route.method, route.path, getattr(self, route.handler))
-        return router
+    def handlers(self) -> dict[api.Route, Handler]:
+        """Every operation of the route table and the method that serves it."""
+        return {
+            api.INFO: self._info,
+            api.CLAIM: self._claim,
+            api.EXEC: self._exec,
+            api.EXEC_STREAM: self._exec_stream,
+            api.EXEC_SIGNAL: self._exec_signal,
+            api.SESSION_LIST: self._session_list,
+            api.SESSION_CREATE: self._session_create,
+            api.SESSION_RUN: self._session_run,
+            api.SESSION_CLOSE: self._session_close,
+            api.PROCESS_LIST: self._process_list,
+            api.PROCESS_START: self._process_start,
+            api.PROCESS_GET: self._process_get,
+            api.PROCESS_OUTPUT: self._process_output,
+            api.PROCESS_SIGNAL: self._process_signal,
+            api.PROCESS_WAIT: self._process_wait,
+            api.PROCESS_REMOVE: self._process_remove,
+            api.FILE_READ: self._file_read,
+            api.FILE_WRITE: self._file_write,
+            api.FILE_REMOVE: self._file_remove,
+            api.FILE_STAT: self._file_stat,
+            api.FILE_LIST: self._file_list,
+            api.FILE_MOVE: self._file_move,
+            api.ARCHIVE_DOWNLOAD: self._archive_download,
+            api.ARCHIVE_UPLOAD: self._archive_upload,
+        }
 
     # -- handlers: info and exec -----------------------------------------------------------
 
@@ -241,7 +268,7 @@ class SandboxDaemon:
                 is_pid1=os.getpid() == 1,
                 uptime_s=round(time.monotonic() - self._started, 3),
                 idle_s=round(self.idle_s(), 3),
-                idle_timeout_s=self.settings.idle_timeout_s,
+                idle_timeout_s=self.idle_timeout_s,
                 running_execs=self.execs.running,
                 sessions=len(self.sessions),
                 processes=len(self.processes),
@@ -250,6 +277,13 @@ class SandboxDaemon:
                 usage=self.cgroups.usage(),
             )
         )
+
+    async def _claim(self, request: Request) -> Response:
+        body = await self._body(request, ClaimRequest)
+        if self.credentials.claim(body):
+            self.idle_timeout_s = body.idle_timeout_s
+            log.info("claimed by %s", body.claim)
+        return Response(204)
 
     async def _exec(self, request: Request) -> Response:
         result = await self.execs.run(await self._body(request, ExecRequest))
@@ -265,7 +299,9 @@ class SandboxDaemon:
         try:
             parse_signal(body.signal)
         except (KeyError, ValueError) as exc:
-            raise BadRequest(f"unknown signal {body.signal!r}", reason="invalid_signal") from exc
+            raise DaemonError(
+                f"unknown signal {body.signal!r}", reason=Reason.INVALID_SIGNAL
+            ) from exc
         return body
 
     async def _exec_signal(self, request: Request) -> Response:
@@ -307,7 +343,7 @@ class SandboxDaemon:
     async def _process_output(self, request: Request) -> Response:
         tail = _query_int(request, "tail_bytes")
         if tail is not None and tail < 0:
-            raise BadRequest("tail_bytes must be >= 0", reason="invalid_query")
+            raise DaemonError("tail_bytes must be >= 0", reason=Reason.INVALID_QUERY)
         return _json(self.processes.output(request.path_params["id"], tail))
 
     async def _process_signal(self, request: Request) -> Response:

@@ -34,9 +34,10 @@ from sandman.wire.daemon import (
     SessionRunRequest,
     SessionRunResult,
 )
+from sandman.wire.errors import Reason
 
 from .commands import check_cwd, check_env, check_shell
-from .errors import BadRequest, Conflict, NotFound, TooManyRequests, Unavailable
+from .errors import DaemonError
 from .output import HeadCapture, PipeReader
 from .settings import DaemonSettings
 from .supervisor import Child, Supervisor
@@ -173,7 +174,7 @@ class SessionManager:
     def get(self, name: str) -> _Session:
         session = self._sessions.get(name)
         if session is None:
-            raise NotFound(f"no session named {name!r}", reason="session_not_found")
+            raise DaemonError(f"no session named {name!r}", reason=Reason.SESSION_NOT_FOUND)
         return session
 
     async def create(self, request: SessionCreateRequest) -> SessionInfo:
@@ -181,12 +182,16 @@ class SessionManager:
         check_cwd(request.cwd)
         check_shell(request.shell)
         if request.name in self._sessions:
-            raise Conflict(f"session {request.name!r} already exists", reason="session_exists")
+            raise DaemonError(
+                f"session {request.name!r} already exists", reason=Reason.SESSION_EXISTS
+            )
         if len(self._sessions) >= self._settings.max_sessions:
-            raise TooManyRequests("too many sessions", reason="too_many_sessions")
+            raise DaemonError("too many sessions", reason=Reason.TOO_MANY_SESSIONS)
         self._scratch = self._scratch or find_scratch_dir(self._settings.run_dir)
         if self._scratch is None:
-            raise Unavailable("no writable scratch directory for sessions", reason="no_scratch_dir")
+            raise DaemonError(
+                "no writable scratch directory for sessions", reason=Reason.NO_SCRATCH_DIR
+            )
         env = {**os.environ, **SHELL_ENV, **request.env}
         shell = request.shell or _default_shell(env)
         session = self._spawn(request.name, shell, env, request.cwd or self._settings.workdir)
@@ -214,8 +219,8 @@ class SessionManager:
         except BaseException as exc:  # whatever failed, the terminal must not leak
             os.close(master)
             if isinstance(exc, OSError):
-                raise BadRequest(
-                    f"cannot start shell {shell!r}: {exc}", reason="spawn_failed"
+                raise DaemonError(
+                    f"cannot start shell {shell!r}: {exc}", reason=Reason.SPAWN_FAILED
                 ) from exc
             raise
         finally:
@@ -239,7 +244,7 @@ class SessionManager:
             cap = min(request.max_output_bytes, self._settings.max_output_bytes)
         async with session.lock:
             if not session.child.running:
-                raise Conflict(f"session {name!r} has exited", reason="session_exited")
+                raise DaemonError(f"session {name!r} has exited", reason=Reason.SESSION_EXITED)
             return await self._run_locked(session, request, cap)
 
     async def _run_locked(
@@ -323,8 +328,8 @@ class SessionManager:
                 return 130 if attempt == 0 else 137
             self._kill_foreground(session)
         session.child.signal_group(signal.SIGKILL)
-        raise Unavailable(
-            "session did not recover from an interrupt; it was killed", reason="session_killed"
+        raise DaemonError(
+            "session did not recover from an interrupt; it was killed", reason=Reason.SESSION_KILLED
         )
 
     @staticmethod
@@ -342,12 +347,14 @@ class SessionManager:
         code = await self._collect(session, nonce, startup, deadline)
         if code is None or not session.child.running:
             said = startup.output().data.strip()
-            raise Unavailable(f"shell did not become ready: {said!r}", reason="session_not_ready")
+            raise DaemonError(
+                f"shell did not become ready: {said!r}", reason=Reason.SESSION_NOT_READY
+            )
 
     async def close(self, name: str) -> None:
         session = self._sessions.pop(name, None)
         if session is None:
-            raise NotFound(f"no session named {name!r}", reason="session_not_found")
+            raise DaemonError(f"no session named {name!r}", reason=Reason.SESSION_NOT_FOUND)
         await self._terminate(session)
 
     async def _terminate(self, session: _Session) -> None:

@@ -38,7 +38,9 @@ __all__ = [
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_DUMPABLE = 4
-SECRET_VARIABLES = ("SANDMAN_TOKEN",)
+#: Removed and overwritten at start: the token, and its verifier (no secret, but nothing a
+#: task needs either).
+SECRET_VARIABLES = ("SANDMAN_TOKEN", "SANDMAN_TOKEN_SHA256")
 # Variables a PyInstaller bundle sets for itself; never handed to task processes. (The
 # bundle's runtime hook already cleans them at start; this is the second line of defence.)
 BUNDLE_ENV_PREFIXES = ("_PYI_", "_MEIPASS")
@@ -67,7 +69,8 @@ def sanitize_environment(environ: MutableMapping[str, str]) -> None:
     """
     for key in [k for k in environ if k.startswith(BUNDLE_ENV_PREFIXES)]:
         del environ[key]
-    environ.pop("SANDMAN_TOKEN", None)
+    for name in SECRET_VARIABLES:
+        environ.pop(name, None)
     original = environ.pop("LD_LIBRARY_PATH_ORIG", None)
     if original is not None:
         environ["LD_LIBRARY_PATH"] = original

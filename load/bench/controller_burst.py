@@ -195,20 +195,20 @@ async def _run(a: argparse.Namespace) -> None:
                 "controller",
                 "--kubeconfig",
                 str(cluster.cluster.kubeconfigs["controller"]),
-                "--no-leader-elect",
+                "--no-election",
                 "--health-host",
                 "127.0.0.1",
                 "--health-port",
                 str(health_port),
-                "--qps",
+                "--client-qps",
                 "0",
-                "--progress-interval",
+                "--progress-interval-s",
                 "5",
                 "--log-level",
                 "WARNING",
                 # A 50,000-pod burst on simcluster outlasts the 600 s default: its last pods
                 # would be collected as stuck Pending and never counted bound.
-                "--pending-deadline",
+                "--gc-pending-deadline-s",
                 "3600",
             )
             ps = psutil.Process(proc.pid)

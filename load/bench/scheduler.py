@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.engine import Scheduler
+from scheduler.fit import slots_for
 from scheduler.model import Pod
-from scheduler.planner import slots_for
 from scheduler.settings import SchedulerSettings
 
 __all__ = ["BenchConfig", "main", "run"]

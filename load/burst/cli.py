@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kill-leader-at", type=float, metavar="FRACTION",
                    help="two controllers; SIGKILL the leader at this fraction bound")  # fmt: skip
     p.add_argument("--no-pacer", action="store_true",
-                   help="facade and controller at fixed --qps (no adaptive pacing)")  # fmt: skip
+                   help="facade, controller at fixed --client-qps (no pacing)")  # fmt: skip
     p.add_argument("--batch", type=int, default=d.batch, help="sandboxes per facade request")
     p.add_argument("--baseline-sample", type=int, default=d.baseline_sample,
                    help="pods bound by the QPS-50 baseline binder (0: skip)")  # fmt: skip
@@ -94,7 +94,7 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
         controller_qps=a.controller_qps,
         controller_burst=a.controller_burst,
         controller_args=(
-            ("--max-starting-per-node", str(a.max_starting_per_node))
+            ("--scheduler-max-starting-per-node", str(a.max_starting_per_node))
             if a.max_starting_per_node
             else ()
         ),

@@ -27,10 +27,10 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from facade.podspec import DaemonDelivery, SandboxClass, SandboxRequest, render_pod
+from facade.podspec import DaemonDelivery, SandboxClass, render_pod
 from kube import PODS, KubeClient, KubeError
 from kube.contract import LABEL_OWNER
-from sandman.wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S
+from sandman.wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S, CreateSandbox
 
 __all__ = ["DirectDriver", "Driver", "FacadeDriver", "FireStats", "schedule"]
 
@@ -197,7 +197,7 @@ class DirectDriver:
     def render(self, i: int) -> dict[str, Any]:
         name = f"{self.owner}-{i:05d}"
         pod = render_pod(
-            SandboxRequest(image=self.image, owner=self.owner),
+            CreateSandbox(image=self.image, owner=self.owner),
             SandboxClass(DEFAULT_CLASS),
             DaemonDelivery("local-process", python=(sys.executable,)),
             name=name,

@@ -3,7 +3,8 @@
 Why one run holds everything it compares: the machine is shared and noisy (BENCHMARKS.md),
 so the lower bound comes from this run's profile, the writes from this run's API counters,
 and the baseline binds on the same cluster minutes after the Sandman phase; the report
-quotes ratios within the run.
+quotes ratios within the run. This module drives the phases and measures; what the
+measurements come to (the lower bound, the notes, the checks) is ``results.py``'s, pure.
 """
 
 from __future__ import annotations
@@ -11,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import aiohttp
 import psutil
@@ -23,16 +22,15 @@ from devstack.stack import Stack, StackSettings
 from kube import ClientSettings, KubeClient, Timeouts
 from kube.contract import LABEL_OWNER
 from kube.placement import PLACEMENT_PATH
-from load.burst import analysis as an
 from load.burst import apf
-from load.burst.baseline import BUCKET_BURST
 from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
-from load.burst.classes import Placement, census, class_sequence
+from load.burst.classes import census, class_sequence
 from load.burst.cluster import MetricsReader, count_pods, facade_counters
 from load.burst.driver import DirectDriver, Driver, FacadeDriver
 from load.burst.progress import Progress
 from load.burst.recorder import PodRecorder
-from load.burst.report import BaselineResult, BurstResult, Check
+from load.burst.report import BaselineResult, BurstResult
+from load.burst.results import SandmanPhase, analyse, baseline_result, describe_mode
 from load.burst.settings import BurstSettings, ProfileBudget, profile_budget
 
 TENANT = "bench"
@@ -43,37 +41,24 @@ __all__ = ["TENANT", "TOKEN", "run_burst"]
 Say = Callable[[str], None]
 
 
-@dataclass(slots=True)
-class _Phase:
-    """What the Sandman phase measured, before analysis."""
-
-    recorder: PodRecorder
-    driver: Driver
-    before: an.ApiCounters
-    after: an.ApiCounters
-    left: int
-    release_s: float
-    cpu_s: dict[str, float]  # CPU seconds per process, first request → all Ready
-    cpu_wall_s: float  # the wall time those CPU seconds were spent in
-    placement: Placement | None  # with classes: where they landed, before the release
-    killed_at: float | None = None  # when the leader was SIGKILLed (the recorder's clock)
-    #: The facades' pod creates by placement and placement answers (cluster.facade_counters).
-    facade: dict[str, float] | None = None
-
-
 def _stack_settings(s: BurstSettings) -> StackSettings:
     """The production process topology (devstack/stack.py): one tenant whose own limits never
     bind in a burst (the benchmark measures the cluster), the task image preloaded on every
     node (the node agent's job), and no facade in ``--direct`` mode."""
-    controller = ("--qps", f"{s.controller_qps:g}", "--burst", str(s.controller_burst))
-    fixed = () if s.pacer else ("--no-pacer",)
+    controller = (
+        "--client-qps",
+        f"{s.controller_qps:g}",
+        "--client-burst",
+        str(s.controller_burst),
+    )
+    fixed = () if s.pacer else ("--no-client-pacer",)
     return StackSettings(
         workdir=s.out / "stack",
         profile=s.profile,
         nodes=s.nodes,
         simcluster_overrides=s.overrides,
         preloaded_images=(s.image,),
-        controller_args=(*controller, *fixed, "--progress-interval", "10", *s.controller_args),
+        controller_args=(*controller, *fixed, "--progress-interval-s", "10", *s.controller_args),
         facade_replicas=0 if s.direct else 1,
         facade_args=("--creation", s.creation, *fixed),
         controller_replicas=1 if s.kill_leader_at is None else 2,
@@ -95,12 +80,12 @@ def _client_settings() -> ClientSettings:
     includes the wait for a pooled connection (a create that timed out is never repeated:
     it may have landed)."""
     return ClientSettings(
-        timeouts=Timeouts(request=600),
+        timeouts=Timeouts(request_s=600),
         qps=1000,
         burst=2000,
         max_connections=128,
         max_attempts=50,
-        max_retry_after=5,
+        max_retry_after_s=5,
     )
 
 
@@ -134,7 +119,7 @@ async def run_burst(s: BurstSettings, say: Say) -> BurstResult:
             baseline = None
             if s.baseline_sample > 0:
                 baseline = await _baseline_phase(s, stack, admin, sandman, budget, owner, say)
-    return _analyse(s, budget, phase, baseline)
+    return analyse(s, budget, phase, baseline)
 
 
 async def _apply_apf(
@@ -155,14 +140,14 @@ async def _sandman_phase(
     owner: str,
     say: Say,
     stack: Stack,
-) -> _Phase:
+) -> SandmanPhase:
     ns = stack.namespace()
     selector = f"{LABEL_OWNER}={owner}"
     recorder = PodRecorder(admin, ns, selector)
     await recorder.start()
     try:
         before = await metrics.read()
-        say(f"firing {s.sandboxes:,} sandbox requests within {s.window_s:g} s ({_mode(s)})")
+        say(f"firing {s.sandboxes:,} sandbox requests within {s.window_s:g} s ({describe_mode(s)})")
         cpu_before, cpu_from = _cpu_seconds(stack), time.monotonic()
         killer = _LeaderKiller(stack, s.kill_leader_at, s.sandboxes, say)
         if not s.direct and s.creation == "pre-placed":
@@ -182,7 +167,7 @@ async def _sandman_phase(
         after = await metrics.read()
     finally:
         await recorder.stop()
-    return _Phase(
+    return SandmanPhase(
         recorder, driver, before, after, left, release_s, cpu, cpu_wall, placement,
         killer.killed_at, facade,
     )  # fmt: skip
@@ -198,16 +183,6 @@ def _cpu_seconds(stack: Stack) -> dict[str, float]:
             t = proc.cpu_times()
             out[name] = t.user + t.system
     return out
-
-
-def _mode(s: BurstSettings) -> str:
-    fault = "; the manifests' APF objects" if s.apf == "manifests" else ""
-    if s.kill_leader_at is not None:
-        fault += f"; leader SIGKILLed at {s.kill_leader_at:.0%} bound, a warm standby"
-    if s.direct:
-        return "direct: pods created through the Kubernetes API, no facade" + fault
-    pacing = "" if s.pacer else ", fixed client rates (--no-pacer)"
-    return f"through the facade, {s.batch} per request, {s.creation} creation{pacing}" + fault
 
 
 async def _wait_placing(stack: Stack, timeout_s: float = 30.0) -> None:
@@ -335,173 +310,4 @@ async def _baseline_phase(
         if proc.returncode is None:
             proc.kill()
         await proc.wait()
-    return _baseline_result(recorder, s.sandboxes, sample, budget.container_start_s)
-
-
-def _baseline_result(recorder: PodRecorder, n: int, sample: int, start_s: float) -> BaselineResult:
-    rows = list(recorder.sandboxes.values())
-    bound = sorted(t for t in (r.bound for r in rows) if t is not None)
-    ready = [t for t in (r.ready for r in rows) if t is not None]
-    model_s = an.qps_model_s(n, start_s=start_s)
-    if len(bound) < 4:
-        nan = math.nan
-        return BaselineResult(sample, nan, nan, nan, nan, model_s)
-    rate, head_s, k = an.sustained_rate(bound)
-    # Within a few bursts of the bucket the second half still spends saved tokens: no
-    # sustained rate to extrapolate from.
-    extrapolated = head_s + max(0, n - k) / rate + start_s if k >= 2 * BUCKET_BURST else math.nan
-    return BaselineResult(
-        sample=sample,
-        bound_s=bound[-1],
-        ready_s=max(ready) if len(ready) == sample else math.nan,
-        binds_per_s=rate,
-        extrapolated_s=extrapolated,
-        model_s=model_s,
-    )
-
-
-def _analyse(
-    s: BurstSettings, budget: ProfileBudget, p: _Phase, baseline: BaselineResult | None
-) -> BurstResult:
-    rows = [r for r in p.recorder.sandboxes.values() if r.requested is not None or r.bound]
-    ready = [r.ready for r in rows if r.ready is not None]
-    all_ready = max(ready) if len(ready) >= s.sandboxes else math.nan
-    model = an.BudgetModel(
-        sandboxes=s.sandboxes,
-        mutating_qps=budget.mutating_qps,
-        mutating_burst=budget.mutating_burst,
-        container_start_s=budget.container_start_s,
-        writes_per_sandbox=s.writes_per_sandbox,
-        arrival_window_s=s.window_s,
-        nodes=budget.nodes,
-        kubelet_creation_rate=budget.creation_rate,
-    )
-    bound_s, which = an.lower_bound_s(model)
-    delta = p.after.minus(p.before)
-    writes = delta.writes(budget.user) / s.sandboxes
-    result = BurstResult(
-        title=f"Burst: {s.sandboxes:,} sandboxes within {s.window_s:g} s on {s.profile}"
-        + (f" ({budget.nodes} nodes)" if s.nodes else ""),
-        command=s.command,
-        mode=_mode(s),
-        sandboxes=rows,
-        requested=s.sandboxes,
-        all_ready_s=all_ready,
-        lower_bound_s=bound_s,
-        bound_by=which,
-        efficiency=an.efficiency(bound_s, all_ready),
-        stages=an.stage_stats(rows),
-        binds_per_s=an.binds_per_second(r.bound for r in rows),
-        writes_per_sandbox=writes,
-        write_breakdown=delta.breakdown(budget.user),
-        throttled_server=delta.rejected_429,
-        throttled_client=p.driver.stats.throttled,
-        given_up=dict(p.driver.stats.failures),
-        cpu_s=p.cpu_s,
-        cpu_wall_s=p.cpu_wall_s,
-        cores=os.cpu_count() or 1,
-        admission_rejections=delta.admission_rejections,
-        left_after_release=p.left,
-        release_s=p.release_s,
-        notes=_notes(s, budget, model),
-        baseline=baseline,
-        placement=p.placement,
-        dispatched_by_level=delta.dispatched,
-        facade_creates=p.facade or {},
-    )
-    if p.killed_at is not None:
-        bound = [r.bound for r in rows]
-        last = max((t for t in bound if t is not None), default=p.killed_at)
-        last = max(last, p.killed_at)  # nothing bound after the kill: no stall to measure
-        result.leader_killed_at_s = p.killed_at
-        result.longest_stall_s = an.longest_stall_s(bound, p.killed_at, last)
-    result.checks = _checks(s, result)
-    return result
-
-
-def _notes(s: BurstSettings, b: ProfileBudget, m: an.BudgetModel) -> list[str]:
-    notes = [
-        f"Budget of Sandman's priority level: {b.mutating_qps:g} mutating requests/s after "
-        f"an initial burst of {b.mutating_burst:g}; {m.writes_needed:,} writes before Ready "
-        f"({'create only' if s.writes_per_sandbox == 1 else 'create + bind'} per sandbox) → "
-        f"max(0, writes - burst) / rate = "
-        f"{m.api_bound_s:.1f} s; kubelets: ⌈{s.sandboxes:,} / {b.nodes}⌉ creations per node at "
-        f"{b.creation_rate:g}/s → {m.kubelet_bound_s:.1f} s; container start "
-        f"{b.container_start_s:g} s (image preloaded on every node: the node agent's job).",
-        "Timestamps: the benchmark's monotonic clock when the pod watch first showed each "
-        "transition; requested/created around the create request (with batches, created is "
-        "the whole batch's response), pod seen = the first watch event of the pod.",
-        "Writes: mutating requests answered < 400 by Sandman's service account (controller, "
-        "facade; the benchmark's own creates in direct mode), from the API server's "
-        "apiserver_request_total; the kubelets' status writes and final deletes are node "
-        "traffic in their own priority level and not counted.",
-    ]
-    if s.apf == "manifests":
-        notes.append(
-            "APF: manifests/access/flowcontrol.yaml applied; the budget above is the sum of "
-            f"the mutating rates of {', '.join(sorted(apf.sandman_levels()))} (their shares "
-            "of the profile's server budget), one second of it as the burst."
-        )
-    if s.baseline_sample:
-        notes.append(
-            f"Baseline: a model of kube-scheduler's default client limit (QPS 50, burst 100), "
-            f"one bind in flight, measured on a sample of {min(s.baseline_sample, s.sandboxes):,} "
-            f"pods after the Sandman phase and extrapolated at its sustained rate; "
-            f"not kube-scheduler itself."
-        )
-    return notes
-
-
-def _checks(s: BurstSettings, r: BurstResult) -> list[Check]:
-    t = s.thresholds
-    out = [
-        Check(
-            "efficiency",
-            f"≥ {t.min_efficiency:g}",
-            f"{r.efficiency:.3f}",
-            not math.isnan(r.efficiency) and r.efficiency >= t.min_efficiency,
-        ),
-        Check(
-            "API writes per sandbox",
-            f"≤ {t.max_writes_per_sandbox:g}",
-            f"{r.writes_per_sandbox:.3f}",
-            r.writes_per_sandbox <= t.max_writes_per_sandbox,
-        ),
-        Check(
-            "kubelet admission rejections",
-            f"≤ {t.max_admission_rejections}",
-            f"{r.admission_rejections:.0f}",
-            r.admission_rejections <= t.max_admission_rejections,
-        ),
-        Check(
-            "sandboxes left after release",
-            f"≤ {t.max_left_after_release}",
-            str(r.left_after_release),
-            r.left_after_release <= t.max_left_after_release,
-        ),
-    ]
-    if r.placement is not None:
-        wrong, unbound = len(r.placement.violations), r.placement.unbound
-        out.append(
-            Check(
-                "sandboxes on nodes their class does not allow (unbound)",
-                "0 (0)",
-                f"{wrong} ({unbound})"
-                + (f": {', '.join(r.placement.violations[:3])}" if wrong else ""),
-                wrong == 0 and unbound == 0,
-            )
-        )
-    if not math.isnan(r.longest_stall_s):
-        out.append(
-            Check(
-                "longest placement/bind stall after the leader kill",
-                f"≤ {t.max_stall_s:g} s",
-                f"{r.longest_stall_s:.2f} s",
-                r.longest_stall_s <= t.max_stall_s,
-            )
-        )
-    if t.require_all_ready:
-        out.insert(
-            0, Check("all Ready", f"{r.requested:,}", f"{r.ready:,}", r.ready >= r.requested)
-        )
-    return out
+    return baseline_result(recorder, s.sandboxes, sample, budget.container_start_s)

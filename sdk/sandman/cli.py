@@ -5,6 +5,15 @@ of the SDK, with the connection from ``--url``/``--token`` or ``SANDMAN_URL``/
 ``SANDMAN_TOKEN``. The CLI holds no owner lease and releases nothing on exit — sandboxes it
 creates live until ``sandman rm`` or their TTL. Failures print ``error: <reason>: <message>``
 and exit non-zero; ``exec`` exits with the command's own exit code.
+
+``sandman create``'s request flags are not written here: one flag per field of the create
+request (``sandman.wire.facade.CreateSandbox``, read through ``sandman.wire.create_request``),
+built when the parser is, named after the field's JSON name (``--class``, ``--ttl-s``,
+``--idle-timeout-s``; a mapping's entries one ``K=V`` per flag, in the singular: ``--env``,
+``--label``), its help the field's description and default, its value checked against the
+field's type and bounds as it is parsed. A flag not given is not sent, so the facade applies
+the Struct's default, as for the SDK. Durations are spelled with their unit, ``-s``, on
+every command.
 """
 
 from __future__ import annotations
@@ -15,12 +24,15 @@ import getpass
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
 
 from .sdk import AsyncSandman, PreparationTimeout, SandmanError
-from .wire.facade import DEFAULT_CLASS, DEFAULT_TTL_S
-from .wire.prepare import DEFAULT_PREPARE_TTL_S
+from .wire.create_request import CreateField, create_fields
+from .wire.image_preparation import DEFAULT_PREPARE_TTL_S
 
-__all__ = ["main"]
+__all__ = ["create_flag", "create_options", "main", "parse_args"]
 
 Command = Callable[[AsyncSandman, argparse.Namespace], Awaitable[int]]
 EXIT_TIMEOUT = 124  # as coreutils' timeout(1)
@@ -40,16 +52,69 @@ def _default_owner() -> str:
     return os.environ.get("SANDMAN_OWNER") or f"cli-{getpass.getuser()}"
 
 
+def create_flag(field: CreateField) -> tuple[str, str]:
+    """The flag and metavar of a request field: ``("--ttl-s", "TTL_S")``, ``("--label", "K=V")``."""
+    if field.is_mapping:
+        return "--" + field.wire_name.removesuffix("s").replace("_", "-"), "K=V"
+    return "--" + field.wire_name.replace("_", "-"), field.wire_name.upper()
+
+
+def _field_value(field: CreateField) -> Callable[[str], Any]:
+    """Read a flag's text as the field's type (numbers from text), bounds checked."""
+
+    def read(text: str) -> Any:
+        try:
+            return msgspec.convert(text, field.checked_type, strict=False)
+        except msgspec.ValidationError as e:
+            raise argparse.ArgumentTypeError(f"{text!r}: {e}") from e
+
+    return read
+
+
+def _field_entry(field: CreateField) -> Callable[[str], tuple[str, str]]:
+    """Read one ``K=V`` entry of a mapping field, key and value checked."""
+
+    def read(text: str) -> tuple[str, str]:
+        key, sep, value = text.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"{text!r} is not K=V")
+        try:
+            (entry,) = msgspec.convert({key: value}, field.checked_type).items()
+        except msgspec.ValidationError as e:
+            raise argparse.ArgumentTypeError(f"{text!r}: {e}") from e
+        return entry
+
+    return read
+
+
+def _add_request_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("the request (sandman.wire.facade.CreateSandbox)")
+    for field in create_fields():
+        flag, metavar = create_flag(field)
+        text = field.description.replace("%", "%%")
+        if field.is_mapping:
+            group.add_argument(flag, dest=field.name, metavar=metavar, action="append",
+                               type=_field_entry(field), default=argparse.SUPPRESS,
+                               help=f"{text}; repeat for more")  # fmt: skip
+        else:
+            shown = "" if field.default is None else f" (default: {field.default})"
+            group.add_argument(flag, dest=field.name, metavar=metavar, type=_field_value(field),
+                               default=argparse.SUPPRESS, help=text + shown)  # fmt: skip
+
+
+def create_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The request fields the command line gave; the others are left to their defaults."""
+    given = [(f, getattr(args, f.name)) for f in create_fields() if hasattr(args, f.name)]
+    return {f.name: dict(value) if f.is_mapping else value for f, value in given}
+
+
 async def _create(client: AsyncSandman, args: argparse.Namespace) -> int:
     sandboxes = await client.create_many(
         args.n,
         args.image,
-        sandbox_class=args.sandbox_class,
-        ttl_s=args.ttl,
-        env=_pairs(args.env, "env"),
-        labels=_pairs(args.label, "label"),
         wait=not args.no_wait,
-        timeout_s=args.timeout,
+        timeout_s=args.timeout_s,
+        **create_options(args),
     )
     for sandbox in sandboxes:
         print(sandbox.id)
@@ -57,17 +122,17 @@ async def _create(client: AsyncSandman, args: argparse.Namespace) -> int:
 
 
 async def _exec(client: AsyncSandman, args: argparse.Namespace) -> int:
-    command = args.command_argv[1:] if args.command_argv[:1] == ["--"] else args.command_argv
+    command = args.command_argv
     if not command:
         raise SystemExit("error: missing_command: usage: sandman exec ID -- COMMAND...")
     sandbox = await client.get(args.id)
     argv_or_shell: str | list[str] = command[0] if len(command) == 1 else command
-    result = await sandbox.exec(argv_or_shell, cwd=args.cwd, timeout_s=args.timeout)
+    result = await sandbox.exec(argv_or_shell, cwd=args.cwd, timeout_s=args.timeout_s)
     sys.stdout.buffer.write(result.stdout_bytes)
     sys.stderr.buffer.write(result.stderr_bytes)
     sys.stdout.flush()
     if result.timed_out:
-        print(f"error: command_timeout: killed after {args.timeout:g} s", file=sys.stderr)
+        print(f"error: command_timeout: killed after {args.timeout_s:g} s", file=sys.stderr)
         return EXIT_TIMEOUT
     if result.exit_code is None:
         return 128 + _signal_number(result.signal)
@@ -132,11 +197,11 @@ async def _prepare(client: AsyncSandman, args: argparse.Namespace) -> int:
     if args.status:
         prep = await client.get_preparation(args.status)
     else:
-        prep = await client.prepare(_image_counts(args.images), ttl_s=args.ttl)
+        prep = await client.prepare(_image_counts(args.images), ttl_s=args.ttl_s)
         print(prep.id)
     if args.wait is not None:
         try:
-            await prep.wait_ready(args.wait, timeout_s=args.timeout)
+            await prep.wait_ready(args.wait, timeout_s=args.timeout_s)
         except PreparationTimeout as e:
             print(f"error: {e.reason}: {e.message}", file=sys.stderr)
             return EXIT_TIMEOUT
@@ -170,22 +235,15 @@ def _add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument("image")
     create.add_argument("-n", type=int, default=1, help="how many (one batch request)")
     create.add_argument("--owner", help="run id (default: $SANDMAN_OWNER or cli-USER)")
-    create.add_argument("--label", action="append", metavar="K=V")
-    create.add_argument("--env", action="append", metavar="K=V")
-    create.add_argument(
-        "--ttl", type=int, default=DEFAULT_TTL_S, help="seconds (default %(default)s)"
-    )
-    create.add_argument(
-        "--class", dest="sandbox_class", default=DEFAULT_CLASS, help="(default %(default)s)"
-    )
     create.add_argument("--no-wait", action="store_true", help="do not wait until ready")
-    create.add_argument("--timeout", type=float, default=None, help="seconds to wait for ready")
+    create.add_argument("--timeout-s", type=float, default=None, help="seconds to wait for ready")
+    _add_request_flags(create)
 
     run = commands.add_parser("exec", parents=[conn], help="run a command in a sandbox")
     run.add_argument("id")
     run.add_argument("--cwd", default=None)
-    run.add_argument("--timeout", type=float, default=60.0, help="command timeout (s)")
-    run.add_argument("command_argv", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    run.add_argument("--timeout-s", type=float, default=60.0, help="command timeout (seconds)")
+    run.add_argument("command_argv", nargs="*", metavar="-- COMMAND")
 
     ls = commands.add_parser("ls", parents=[conn], help="list sandboxes (all owners by default)")
     ls.add_argument("--owner", default=None)
@@ -202,10 +260,10 @@ def _add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     prep.add_argument("images", nargs="*", metavar="IMAGE[=COUNT]", help="sandboxes expected")
     prep.add_argument("--status", metavar="ID", help="show an earlier announcement instead")
     prep.add_argument(
-        "--ttl", type=int, default=DEFAULT_PREPARE_TTL_S, help="seconds (default %(default)s)"
+        "--ttl-s", type=int, default=DEFAULT_PREPARE_TTL_S, help="seconds (default %(default)s)"
     )
     prep.add_argument("--wait", type=float, metavar="FRACTION", help="wait until this ready")
-    prep.add_argument("--timeout", type=float, default=600.0, help="seconds to wait")
+    prep.add_argument("--timeout-s", type=float, default=600.0, help="seconds to wait")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -216,8 +274,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line, ``exec``'s command being everything after its first ``--``: the
+    options before it are the CLI's wherever they stand (``exec ID --timeout-s 5 -- CMD``),
+    and nothing after it is (argparse alone would take them as the command's, or refuse)."""
+    argv = list(argv)
+    command = None
+    if argv[:1] == ["exec"] and "--" in argv:
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1 :]
     args = _parser().parse_args(argv)
+    if command is not None:
+        args.command_argv = [*args.command_argv, *command]
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
     return asyncio.run(_run(_COMMANDS[args.command], args))
 
 

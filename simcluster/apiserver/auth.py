@@ -17,7 +17,11 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["Authenticator", "User", "service_account_user", "write_kubeconfig"]
+__all__ = ["API_AUDIENCE", "Authenticator", "User", "service_account_user", "write_kubeconfig"]
+
+#: The audience of a token issued without one (the API server's own, as upstream's default
+#: ``--api-audiences``): what a TokenReview that names no audiences checks for.
+API_AUDIENCE = "https://kubernetes.default.svc"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +50,15 @@ def service_account_user(namespace: str, name: str) -> User:
 
 @dataclass
 class Authenticator:
-    """Token → user table. ``issue`` mints a random token for a user."""
+    """Token → user table. ``issue`` mints a random token for a user, valid for
+    ``audiences`` (default: the API server's)."""
 
     tokens: dict[str, User] = field(default_factory=dict)
+    audiences: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def issue(self, user: User) -> str:
+    def issue(self, user: User, audiences: tuple[str, ...] = ()) -> str:
         token = secrets.token_urlsafe(24)
+        self.audiences[token] = audiences or (API_AUDIENCE,)
         groups = (
             user.groups
             if "system:authenticated" in user.groups
@@ -64,6 +71,17 @@ class Authenticator:
         if not header or not header.startswith("Bearer "):
             return None
         return self.tokens.get(header[7:].strip())
+
+    def review(self, token: str, audiences: tuple[str, ...]) -> tuple[User | None, tuple[str, ...]]:
+        """A TokenReview's answer: the token's user (None: not authenticated) and the
+        audiences it was checked for (``audiences``, default the API server's, that the
+        token is valid for; none in common: not authenticated)."""
+        user = self.tokens.get(token)
+        wanted = audiences or (API_AUDIENCE,)
+        common = tuple(a for a in wanted if a in self.audiences.get(token, (API_AUDIENCE,)))
+        if user is None or not common:
+            return None, ()
+        return user, common
 
 
 def write_kubeconfig(

@@ -50,6 +50,7 @@ class ApiCore(WriteVerbs, DeleteVerbs):
         *,
         auth: Authenticator | None = None,
         strategies: Mapping[str, StrategyFactory] = STRATEGIES,
+        exempt_runtime_classes: tuple[str, ...] = (),
     ) -> None:
         self.registry = registry
         self.store = store
@@ -57,7 +58,10 @@ class ApiCore(WriteVerbs, DeleteVerbs):
         self.auth = auth or Authenticator()
         self.gc = GarbageCollector(self, registry)
         store.add_listener(self.gc.on_event)
-        ctx = StrategyContext(writer=self, objects=store, registry=registry, auth=self.auth)
+        ctx = StrategyContext(
+            writer=self, objects=store, registry=registry, auth=self.auth,
+            exempt_runtime_classes=exempt_runtime_classes,
+        )  # fmt: skip
         self.strategies = Strategies(ctx, strategies)
 
     def create_subresource(

@@ -316,7 +316,7 @@ class Dispatcher:
         if info.verb == "create":
             if rt.plural in REVIEW_PLURALS:
                 body = _body(req) or {}
-                return 201, answer_review(self.authorizer, rt, req.user, ns, body)
+                return 201, answer_review(self.authorizer, rt, req.user, ns, body, self.core.auth)
             if rt.plural == "bindings":
                 body = _body(req) or {}
                 name = (body.get("metadata") or {}).get("name", "")

@@ -68,6 +68,9 @@ class ServerSettings:
     max_body_bytes: int = 3 * 1024 * 1024  # upstream's MaxRequestBodyBytes: larger is 413
     #: "always-allow" (every authenticated user may do everything) or "rbac" (rbac.py)
     authorization: str = "always-allow"
+    #: RuntimeClasses whose pods Pod Security admission does not check (upstream's
+    #: ``exemptions.runtimeClasses`` of the PodSecurity admission configuration)
+    pod_security_exempt_runtime_classes: tuple[str, ...] = ()
 
 
 def _json_response(code: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -115,7 +118,12 @@ class ApiServer:
         self.registry = Registry.builtin()
         self.store = Store(self.settings.history, self.settings.watch_window_s)
         self.auth = Authenticator()
-        self.core = ApiCore(self.registry, self.store, auth=self.auth)
+        self.core = ApiCore(
+            self.registry,
+            self.store,
+            auth=self.auth,
+            exempt_runtime_classes=self.settings.pod_security_exempt_runtime_classes,
+        )
         self.metrics = ApiMetrics()
         self.faults = ApiFaults(self.settings.fault_seed)
         self.authorizer = Authorizer(self.store, self.settings.authorization)

@@ -58,6 +58,7 @@ CREATE_ONLY = frozenset(
         "selfsubjectrulesreviews",
         "subjectaccessreviews",
         "localsubjectaccessreviews",
+        "tokenreviews",
     }
 )
 # Resources in the "all" category (``kubectl get all``), as upstream.

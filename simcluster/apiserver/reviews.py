@@ -5,7 +5,9 @@ SelfSubjectAccessReview, ``kubectl auth can-i --list`` a SelfSubjectRulesReview;
 checking on behalf of others creates a SubjectAccessReview (or LocalSubjectAccessReview). All
 are answered by the same authorizer that guards requests, so the answer is the truth: with
 ``always-allow`` everything is allowed, with ``rbac`` exactly what RBAC (and the node rules)
-grants. Nothing is stored.
+grants. A server verifying a caller's bearer token (the controller's placement endpoint)
+creates a TokenReview, answered by the authenticator that guards requests, with upstream's
+audience check. Nothing is stored.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from simcluster.apiserver.auth import User
+from simcluster.apiserver.auth import Authenticator, User
 from simcluster.apiserver.rbac import Attributes, Authorizer
 from simcluster.apiserver.resources import ResourceType
-from simcluster.errors import Invalid
+from simcluster.errors import BadRequest, Invalid
 
 __all__ = ["REVIEW_PLURALS", "answer_review"]
 
@@ -28,12 +30,18 @@ REVIEW_PLURALS = frozenset(
         "selfsubjectrulesreviews",
         "subjectaccessreviews",
         "localsubjectaccessreviews",
+        "tokenreviews",
     }
 )
 
 
 def answer_review(
-    authorizer: Authorizer, rt: ResourceType, user: User, namespace: str, body: Obj
+    authorizer: Authorizer,
+    rt: ResourceType,
+    user: User,
+    namespace: str,
+    body: Obj,
+    authenticator: Authenticator | None = None,
 ) -> Obj:
     raw = body.get("spec") if isinstance(body, dict) else None
     spec: Obj = dict(raw) if isinstance(raw, dict) else {}
@@ -46,6 +54,9 @@ def answer_review(
         out["status"] = {"userInfo": {"username": user.name, "groups": list(user.groups)}}
         return out
     out["spec"] = spec
+    if rt.plural == "tokenreviews":
+        out["status"] = _token_status(authenticator or Authenticator(), spec)
+        return out
     if rt.plural == "selfsubjectrulesreviews":
         out["status"] = _rules_status(authorizer, user, str(spec.get("namespace") or ""))
         return out
@@ -59,6 +70,19 @@ def answer_review(
         status["reason"] = decision.reason
     out["status"] = status
     return out
+
+
+def _token_status(authenticator: Authenticator, spec: Mapping[str, Any]) -> Obj:
+    """Upstream's TokenReview answer: the user, or ``authenticated`` absent and an error."""
+    token = str(spec.get("token") or "")
+    if not token:
+        raise BadRequest("token is required for TokenReview in authentication")
+    audiences = tuple(str(a) for a in spec.get("audiences") or ())
+    found, common = authenticator.review(token, audiences)
+    if found is None:
+        return {"user": {}, "error": "[invalid bearer token, token lookup failed]"}
+    user = {"username": found.name, "uid": "", "groups": list(found.groups)}
+    return {"authenticated": True, "user": user, "audiences": list(common)}
 
 
 def _subject(rt: ResourceType, spec: Mapping[str, Any]) -> User:

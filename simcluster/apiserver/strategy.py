@@ -51,6 +51,8 @@ class StrategyContext:
     objects: Objects
     registry: Registry
     auth: Authenticator
+    #: Pod Security admission's exempt RuntimeClasses (``ServerSettings``)
+    exempt_runtime_classes: tuple[str, ...] = ()
 
 
 class Strategy:

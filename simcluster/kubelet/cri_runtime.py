@@ -16,6 +16,11 @@ hands out is a loopback address of its own (127.x.y.z) which the daemon binds th
 
 Volumes: ``hostPath`` is a CRI bind mount (read-only if the mount says so: how the daemon
 bundle reaches the container), ``emptyDir`` a per-pod host directory removed with the pod.
+Security: a container's capabilities (drop/add), ``allowPrivilegeEscalation: false`` (as
+``no_new_privs``) and the seccomp profile type (``RuntimeDefault``: containerd's default
+profile) are passed to CRI as the kubelet passes them, so the sandbox daemon is proven to run
+as PID 1 with the hardening facade/podspec.py renders; ``hostUsers: false`` is not (the
+containerd 1.6 here has no user-namespace support) and the pods share the host's network.
 Resource limits: a container's ``resources.limits`` become its CRI
 ``LinuxContainerResources`` (CPU as a CFS quota over a 100 ms period, memory as the memory
 limit), which runc writes to the container's cgroup (``memory.limit_in_bytes`` on a cgroup v1
@@ -219,9 +224,7 @@ class CriRuntime:
             labels={OWNER_LABEL: self.instance},
             linux=api_pb2.LinuxContainerConfig(
                 resources=_resources(c),
-                security_context=api_pb2.LinuxContainerSecurityContext(
-                    namespace_options=_NAMESPACES
-                ),
+                security_context=_security(c),
             ),
         )
         request = api_pb2.CreateContainerRequest(
@@ -284,6 +287,26 @@ class CriRuntime:
                     )
                     self._exits[uid] = (name, int(status.status.exit_code))
                     break
+
+
+def _security(c: Container) -> api_pb2.LinuxContainerSecurityContext:
+    """The container's securityContext as the kubelet passes it: capabilities (containerd
+    prefixes ``CAP_`` and reads ``ALL``), no_new_privs, the seccomp profile type."""
+    s = c.security
+    context = api_pb2.LinuxContainerSecurityContext(
+        namespace_options=_NAMESPACES,
+        no_new_privs=s.no_new_privs,
+        capabilities=api_pb2.Capability(
+            add_capabilities=list(s.add), drop_capabilities=list(s.drop)
+        ),
+    )
+    if s.seccomp in ("RuntimeDefault", "Unconfined"):
+        context.seccomp.CopyFrom(
+            api_pb2.SecurityProfile(
+                profile_type=api_pb2.SecurityProfile.ProfileType.Value(s.seccomp)
+            )
+        )
+    return context
 
 
 def _resources(c: Container) -> api_pb2.LinuxContainerResources | None:

@@ -69,6 +69,17 @@ def _host_tmp_paths(argv0: Sequence[str]) -> list[str]:
     return out
 
 
+def _capabilities(c: Container) -> list[str]:
+    """bwrap's flags for the container's capabilities: a drop of ``ALL`` drops every one
+    (bwrap already sets no_new_privs for every sandbox); adding needs root (bwrap refuses
+    ``--cap-add`` in setuid mode otherwise, where the sandbox holds none anyway)."""
+    s = c.security
+    args = [a for cap in s.drop for a in ("--cap-drop", cap if cap == "ALL" else f"CAP_{cap}")]
+    if os.geteuid() == 0:
+        args += [a for cap in s.add for a in ("--cap-add", f"CAP_{cap}")]
+    return args
+
+
 class ProcessRuntime:
     name = "process"
 
@@ -110,6 +121,7 @@ class ProcessRuntime:
         for m in c.mounts:
             source = m.host_path(self._pod_dir, sandbox.uid)
             args += ["--ro-bind" if m.read_only else "--bind", source, m.target]
+        args += _capabilities(c)
         args += ["--hostname", sandbox.name]  # a pod's hostname is its name
         args += ["--chdir", c.working_dir or "/"]  # a container starts in its WORKDIR, not ours
         return [*args, "--", *c.argv]

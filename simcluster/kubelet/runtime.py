@@ -77,6 +77,30 @@ class Mount:
 
 
 @dataclass(frozen=True, slots=True)
+class Security:
+    """What a container's ``securityContext`` (and the pod's seccomp) asks the runtime to
+    enforce: the capabilities dropped and added, ``no_new_privs``
+    (``allowPrivilegeEscalation: false``), the seccomp profile type ("" when unset)."""
+
+    drop: tuple[str, ...] = ()
+    add: tuple[str, ...] = ()
+    no_new_privs: bool = False
+    seccomp: str = ""
+
+
+def security_of(spec: Mapping[str, Any], container: Mapping[str, Any]) -> Security:
+    sc = container.get("securityContext") or {}
+    caps = sc.get("capabilities") or {}
+    profile = sc.get("seccompProfile") or (spec.get("securityContext") or {}).get("seccompProfile")
+    return Security(
+        drop=tuple(str(c) for c in caps.get("drop") or ()),
+        add=tuple(str(c) for c in caps.get("add") or ()),
+        no_new_privs=sc.get("allowPrivilegeEscalation") is False,
+        seccomp=str((profile or {}).get("type") or ""),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Container:
     name: str
     image: str
@@ -88,6 +112,7 @@ class Container:
     #: ``resources.limits`` (0: none): what a runtime that runs real containers enforces.
     cpu_limit_millis: int = 0
     memory_limit_bytes: int = 0
+    security: Security = Security()
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +259,7 @@ def sandbox_from_pod(pod: Mapping[str, Any], ip: str, virtual: bool) -> Sandbox:
                 c.get("workingDir", ""),
                 cpu_limit_millis=cpu,
                 memory_limit_bytes=memory,
+                security=security_of(spec, c),
             )
         )
     return Sandbox(

@@ -44,3 +44,19 @@ def test_burst_bench_runs_and_prints_its_figures(tmp_path: Path) -> None:
     assert lines[8].startswith("cyclic GC in the window (")
     assert [ln.split(":")[0].strip() for ln in lines[9:12]] == ["gen0", "gen1", "gen2"]
     assert len(gc_stats.read_text().splitlines()) == 2
+
+
+def test_placement_auth_bench_runs_and_the_cache_holds_reviews_to_one() -> None:
+    argv = ["--calls", "20", "--warmup", "2", "--nodes", "2"]
+    out = subprocess.run(
+        [sys.executable, "-m", "load.bench.placement_auth", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("20 calls per arm, interleaved")
+    assert [ln.split()[0] for ln in lines[1:4]] == ["auth", "uncached", "no"]
+    assert lines[-2].endswith(", 1 TokenReviews")  # 22 calls, one review: the cache
+    assert lines[-1].endswith(", 22 TokenReviews")  # one per call without it

@@ -21,6 +21,7 @@ from tests.support.controller import (
     writes_by,
 )
 from tests.support.kube import inject
+from tests.support.metrics import sample
 from tests.support.pods import pod
 from tests.support.wait import wait_until_async
 
@@ -34,9 +35,7 @@ async def test_burst_binds_everything_with_one_write_each(
     n = 300
     async with controller(cluster) as ctl:
         await create_sandboxes(client, n)
-        await wait_until_async(
-            lambda: ctl.metrics.binds.labels("bound")._value.get() == n, timeout_s=30
-        )
+        await wait_until_async(lambda: bound_now(ctl) == n, timeout_s=30)
         pods = await sandboxes(client)
         assert bound(pods) == n
         await wait_until_async(lambda: ctl.binder.counts()["pending"] == 0)
@@ -75,16 +74,21 @@ async def test_unschedulable_reported_once_and_placed_when_capacity_appears(
     settings = BinderSettings(retry_unschedulable_s=0.1)
     async with controller(cluster, settings) as ctl:
         await create_sandboxes(client, 15)  # 3 nodes x 4 x 250m = 12 fit
-        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() == 12)
+        await wait_until_async(lambda: bound_now(ctl) == 12)
         await wait_until_async(lambda: ctl.binder.counts()["parked"] == 3)
         await wait_until_async(
-            lambda: ctl.metrics.events.labels("FailedScheduling")._value.get() == 3
+            lambda: (
+                sample(
+                    ctl.metrics.registry, "sandman_events_recorded_total", reason="FailedScheduling"
+                )
+                == 3
+            )
         )
         events = (await client.list(EVENTS, "default"))["items"]
         assert len(events) == 3
         assert {e["reason"] for e in events} == {"FailedScheduling"}
         assert events[0]["message"] == "0/3 nodes are available: 3 Insufficient cpu."
-        plans = ctl.metrics.batch_size._sum.get()
+        plans = sample(ctl.metrics.registry, "sandman_plan_batch_pods_sum")
         # Another tenant's pod comes and goes on a full node (the kubelet rejects it, then it
         # is deleted): each change may have freed room, so parked pods are re-planned -
         # once per change at most, then they wait again: never hot-looped.
@@ -92,16 +96,21 @@ async def test_unschedulable_reported_once_and_placed_when_capacity_appears(
         other["spec"]["nodeName"] = "node-0"
         await client.create(PODS, other, "default")
         await client.delete(PODS, "other", "default", grace_period_s=0)
-        await wait_until_async(lambda: ctl.metrics.batch_size._sum.get() > plans)
+        await wait_until_async(
+            lambda: sample(ctl.metrics.registry, "sandman_plan_batch_pods_sum") > plans
+        )
         # The passing of time is what is tested here: over 5 retry periods (0.5 s) a hot
         # loop would re-plan the parked pods again and again; there is no event to wait for.
         await anyio.sleep(0.5)
-        assert ctl.metrics.batch_size._sum.get() <= plans + 3 * 2
+        assert sample(ctl.metrics.registry, "sandman_plan_batch_pods_sum") <= plans + 3 * 2
         assert ctl.binder.counts()["parked"] == 3
-        assert ctl.metrics.events.labels("FailedScheduling")._value.get() == 3
+        assert (
+            sample(ctl.metrics.registry, "sandman_events_recorded_total", reason="FailedScheduling")
+            == 3
+        )
         assert cluster.cluster is not None
         cluster.call(lambda: cluster.cluster.add_nodes(1))  # type: ignore[union-attr]
-        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() == 15)
+        await wait_until_async(lambda: bound_now(ctl) == 15)
         assert bound(await sandboxes(client)) == 15
         assert ctl.binder.counts()["parked"] == 0
 
@@ -129,11 +138,11 @@ async def test_injected_errors_and_dropped_watches_cost_no_duplicates(
     }
     assert seen.get(("create", "500"), 0) > 0  # the faults did hit the controller's binds
     assert seen.get(("create", "429"), 0) > 0
-    assert ctl.metrics.throttled._value.get() == seen[("create", "429")]
+    assert sample(ctl.metrics.registry, "sandman_api_throttled_total") == seen[("create", "429")]
     # every pod bound by exactly one successful binding request
     assert writes_by(cluster, CONTROLLER_USER, subresource="binding", code=201) == n
     assert writes_by(cluster, CONTROLLER_USER, subresource="binding", code=409) == 0
 
 
 def bound_now(ctl: object) -> float:
-    return ctl.metrics.binds.labels("bound")._value.get()  # type: ignore[attr-defined,no-any-return]
+    return sample(ctl.metrics.registry, "sandman_binds_total", outcome="bound")  # type: ignore[attr-defined]

@@ -59,9 +59,9 @@ async def other(cluster: EmbeddedCluster) -> AsyncIterator[KubeClient]:
         yield c
 
 
-async def test_settings_are_validated() -> None:
+async def test_settings_are_validated(client: KubeClient) -> None:
     with pytest.raises(ValueError, match="identity"):
-        ElectionSettings()
+        LeaderElector(client, ElectionSettings())  # "": the controller names it hostname_pid
     with pytest.raises(ValueError, match="lease_duration_s"):
         ElectionSettings(identity="a", lease_duration_s=10, renew_deadline_s=10)
     with pytest.raises(ValueError, match="retry_period_s"):

@@ -77,7 +77,8 @@ async def test_no_leader_or_bad_input_means_unbound_never_an_error(
         assert await placer.place("default", ["sb-0"], pod("t")) == {}  # no Lease at all
         async with placing_controller(cluster, "a") as a:
             await wait_until_async(lambda: serving(a), timeout_s=10)
-            async with aiohttp.ClientSession(a.health_url) as http:
+            auth = client.bearer_headers()  # the admin's, whom the test controllers admit
+            async with aiohttp.ClientSession(a.health_url, headers=auth) as http:
                 bad: list[Any] = [b"{", {"namespace": "default", "names": [], "template": {}}]
                 bad.append({"namespace": "default", "names": ["a"], "template": {"spec": 1}})
                 for body in bad:
@@ -108,7 +109,7 @@ async def test_a_new_leader_waits_out_its_predecessors_placements(
             taken_over = time.monotonic()
             # The new leader refuses while the old leader's placements may still land.
             url = second.health_url
-            async with aiohttp.ClientSession(url) as http:
+            async with aiohttp.ClientSession(url, headers=client.bearer_headers()) as http:
                 body = {"namespace": "default", "names": ["sb-y"], "template": pod("t")}
                 async with http.post(PLACEMENT_PATH, json=body) as resp:
                     assert resp.status == 503

@@ -46,7 +46,10 @@ class Process:
                 self.health_url = m.group(1)
 
 
-SHORT_LEASE = ("--lease-duration", "2", "--renew-deadline", "1.2", "--retry-period", "0.2")
+SHORT_LEASE = (
+    "--election-lease-duration-s", "2", "--election-renew-deadline-s", "1.2",
+    "--election-retry-period-s", "0.2",
+)  # fmt: skip
 
 
 @asynccontextmanager
@@ -66,12 +69,12 @@ async def controller_process(
         "127.0.0.1",
         "--health-port",
         "0",
-        "--lease-namespace",
+        "--election-namespace",
         "default",
-        "--identity",
+        "--election-identity",
         identity,
         *election,
-        "--progress-interval",
+        "--progress-interval-s",
         "0.5",
         *extra,
         stderr=asyncio.subprocess.PIPE,
@@ -153,11 +156,14 @@ async def test_leader_sigkilled_mid_burst_standby_finishes(
     assert cluster.cluster is not None
     kubeconfig = cluster.cluster.kubeconfigs["controller"]
     n = 400
-    slow = ("--qps", "100", "--burst", "10")  # ~4 s of binds: time to kill the leader
+    slow = ("--client-qps", "100", "--client-burst", "10")  # ~4 s of binds: time to kill the leader
     # Looser than the other tests: this one loads the shared simcluster thread (400 pods
     # starting on virtual kubelets, lists of 400 pods), and a renewal that misses a 1.2 s
     # deadline would (correctly) make the standby give up leading mid-test.
-    election = ("--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5")
+    election = (
+        "--election-lease-duration-s", "4", "--election-renew-deadline-s", "3",
+        "--election-retry-period-s", "0.5",
+    )  # fmt: skip
     async with (
         controller_process(kubeconfig, "ctl-a", *slow, election=election) as a,
         aiohttp.ClientSession() as http,

@@ -11,6 +11,7 @@ from kube import PODS, KubeClient, NotFound
 from scheduler import Scheduler
 from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import cluster_of, controller, create_sandboxes
+from tests.support.metrics import sample
 from tests.support.pods import pod
 from tests.support.wait import wait_until_async
 
@@ -62,7 +63,9 @@ async def test_rejected_sandbox_is_replaced_and_bound_elsewhere(
 ) -> None:
     async with controller(cluster) as ctl:
         await create_sandboxes(client, 1)
-        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() == 1)
+        await wait_until_async(
+            lambda: sample(ctl.metrics.registry, "sandman_binds_total", outcome="bound") == 1
+        )
         node = (await client.get(PODS, "sb-0", "default"))["spec"]["nodeName"]
         # A sandbox placed on `node` a moment before its capacity was taken: 1 CPU no
         # longer fits there, so the kubelet rejects it (OutOfcpu) before it runs.
@@ -71,11 +74,15 @@ async def test_rejected_sandbox_is_replaced_and_bound_elsewhere(
         big["spec"]["nodeName"] = node
         await client.create(PODS, big, "default")
         await wait_until_async(
-            lambda: ctl.metrics.replacements.labels("replaced")._value.get() == 1
+            lambda: (
+                sample(ctl.metrics.registry, "sandman_replacements_total", outcome="replaced") == 1
+            )
         )
         with pytest.raises(NotFound):
             await client.get(PODS, "big", "default")
-        await wait_until_async(lambda: ctl.metrics.binds.labels("bound")._value.get() == 2)
+        await wait_until_async(
+            lambda: sample(ctl.metrics.registry, "sandman_binds_total", outcome="bound") == 2
+        )
         new = await client.get(PODS, "big-r1", "default")
         assert new["spec"]["nodeName"] != node
         assert new["metadata"]["labels"] == {"app": "sandbox"}

@@ -40,14 +40,14 @@ def cri_stack(
         profile="cri",
         simcluster_overrides=(f"cri_socket={cri_host.socket}",),
         node_agents=True,
-        node_agent_settings=(
-            "min_write_interval_s=0.2",
-            "reconcile_interval_s=1",
-            f"bundle_source={bundle_dir}",
-            f"bundle_root={bundle_root}",
+        node_agent_args=(
+            "--min-write-interval-s=0.2",
+            "--reconcile-interval-s=1",
+            f"--bundle-source={bundle_dir}",
+            f"--bundle-root={bundle_root}",
         ),
         delivery={"mode": "host-path", "host_path": str(bundle_root / "current")},
-        controller_args=("--terminal-retention", "2"),
+        controller_args=("--gc-terminal-retention-s", "2"),
     )
     with running_stack(settings, pytestconfig) as running:
         yield running

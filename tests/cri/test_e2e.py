@@ -15,7 +15,12 @@ import pytest
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
 from kube import LEASES, ClientSettings, KubeClient
-from kube.preparation import ANNOTATION_READY, IMAGE_PREPARATIONS, lease_name
+from kube.preparation_contract import (
+    AGENT_LEASE_NAMESPACE,
+    ANNOTATION_READY,
+    IMAGE_PREPARATIONS,
+    lease_name,
+)
 from sandman import AsyncSandman
 from tests.support.cri import CriHost
 from tests.support.kubectl import admin_http
@@ -52,7 +57,7 @@ async def _prepare(client: KubeClient, image: str) -> None:
     await client.create(IMAGE_PREPARATIONS, body, NAMESPACE)
 
     async def ready_on_the_node() -> bool:
-        lease = await client.get(LEASES, lease_name("node-0"), NAMESPACE)
+        lease = await client.get(LEASES, lease_name("node-0"), AGENT_LEASE_NAMESPACE)
         ready = json.loads(lease["metadata"].get("annotations", {}).get(ANNOTATION_READY, "[]"))
         assert image in ready, ready
         return True
@@ -89,3 +94,28 @@ async def test_prepared_image_starts_without_a_pull_and_serves(
         assert readonly.exit_code != 0, readonly
     pulls = await anyio.to_thread.run_sync(_pulls_by_the_runtime, cri_stack, image)
     assert pulls == 0, "the pod start pulled an image the agent had prepared"
+
+
+@pytest.mark.anyio
+async def test_the_daemon_runs_hardened_as_pid_1(
+    cri_stack: RunningStack, cri_host: CriHost
+) -> None:
+    """The pod the facade renders (every capability dropped, no privilege escalation, seccomp
+    RuntimeDefault) is what containerd runs: PID 1, the daemon, and every command it starts
+    hold no capability, run with no_new_privs under a seccomp filter — and still serve."""
+    owner = f"run-{uuid.uuid4().hex[:10]}"
+    async with (
+        AsyncSandman(cri_stack.url, cri_stack.token, owner=owner) as client,
+        await client.create(cri_host.task_image.reference) as sandbox,
+    ):
+        fields = ("CapPrm", "CapEff", "CapBnd", "NoNewPrivs", "Seccomp")
+        for pid in ("1", "self"):
+            status = (await sandbox.exec(f"cat /proc/{pid}/status")).stdout
+            seen = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+            assert {f: seen[f].strip() for f in fields} == {
+                "CapPrm": "0000000000000000",
+                "CapEff": "0000000000000000",
+                "CapBnd": "0000000000000000",
+                "NoNewPrivs": "1",
+                "Seccomp": "2",
+            }, (pid, status)

@@ -25,7 +25,7 @@ from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.anyio
 
-FAST = ["--header-timeout", "0.5", "--keepalive-timeout", "1", "--body-timeout", "0.5"]
+FAST = ["--header-timeout-s", "0.5", "--keepalive-timeout-s", "1", "--body-timeout-s", "0.5"]
 
 
 def _address(daemon: DaemonProcess) -> tuple[str, int]:

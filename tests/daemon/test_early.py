@@ -7,6 +7,8 @@ its first byte, once the server runs.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import select
 import signal
@@ -16,11 +18,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from daemon.sandbox.__main__ import early_address, parse_settings
+from daemon.sandbox.__main__ import EARLY_NAMES, early_address, parse_settings
 from daemon.sandbox.early import HEALTHY, EarlyListener, probe_head_length
+from daemon.sandbox.settings import DaemonSettings
 from devstack.ports import free_listen_port
 from devstack.rootfs import healthz_ok
+from sandman.base.settings import options
 from tests.support.wait import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +102,9 @@ def test_the_listener_answers_probes_and_hands_the_rest_over_unread() -> None:
         idle = socket.create_connection(("127.0.0.1", early.port))
         gone = socket.create_connection(("127.0.0.1", early.port))
         gone.close()
-        wait_until(lambda: len(early._held) == 2, timeout_s=10)  # `gone` dropped, not held
+        # All four taken, and `gone` dropped, not held (two held before `gone` was even
+        # accepted once let a third in after the wait).
+        wait_until(lambda: early.accepted == 4 and len(early._held) == 2, timeout_s=10)
     finally:
         listener, held = early.handover()
     with listener, other, idle:
@@ -134,7 +142,7 @@ def test_only_complete_bodyless_probes_are_answered_early(head: bytes, probe: bo
     [
         [],
         ["--host", "127.0.0.1", "--port", "0"],
-        ["--host=::1", "--port=9000", "--idle-timeout", "5"],
+        ["--host=::1", "--port=9000", "--idle-timeout-s", "5"],
         ["--workdir", "/tmp", "--port", "8791", "--host", "127.0.0.2", "--port", "8792"],
         ["--ho", "127.0.0.1"],  # an abbreviation: argparse's to read
         ["--port", "+80"],
@@ -152,4 +160,42 @@ def test_the_early_address_is_the_one_the_settings_name(
         assert any(a.startswith(("--ho", "--port", "-h")) for a in argv)
         return
     settings = parse_settings(argv)
+    assert address == (settings.host, settings.port)
+
+
+def test_the_early_names_are_the_ones_the_definition_generates() -> None:
+    by_path = {o.path: o for o in options(DaemonSettings)}
+    assert {name: (by_path[(name,)].flag, by_path[(name,)].env) for name in EARLY_NAMES} == (
+        EARLY_NAMES
+    )
+
+
+WORDS = ["--host", "--port", "--host=127.0.0.9", "--port=8795", "--port=+1", "127.0.0.8", "8796"]
+WORDS += ["--ho", "--po", "--p", "--h", "-h", "--workdir", "/tmp", "--max-processes=3"]
+WORDS += ["--process-tail-bytes=9", "--header-timeout-s=2", "x", "--", "--host="]
+
+
+@given(
+    argv=st.lists(st.sampled_from(WORDS), max_size=6),
+    host=st.sampled_from([None, "127.0.0.3", ""]),
+    port=st.sampled_from([None, "8797", "x", ""]),
+)
+def test_the_early_address_never_differs_from_the_parsed_one(
+    argv: list[str], host: str | None, port: str | None
+) -> None:
+    """Whatever the argv and environment: no early address, or the parse fails (the process
+    exits before it serves), or the parse names the same address."""
+    environ = {"SANDMAN_TOKEN": "t"}
+    for name, value in (("SANDMAN_HOST", host), ("SANDMAN_PORT", port)):
+        if value is not None:
+            environ[name] = value
+    address = early_address(argv, environ)
+    if address is None:
+        return
+    quiet = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            settings = parse_settings(argv, environ)
+    except SystemExit:
+        return
     assert address == (settings.host, settings.port)

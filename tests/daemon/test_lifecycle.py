@@ -26,7 +26,7 @@ pytestmark = pytest.mark.anyio
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
-@pytest.mark.parametrize("daemon_args", [["--idle-timeout", "1"]])
+@pytest.mark.parametrize("daemon_args", [["--idle-timeout-s", "1"]])
 async def test_idle_timeout_exits_cleanly_but_not_mid_command(
     daemon: DaemonProcess, client: SandboxClient
 ) -> None:

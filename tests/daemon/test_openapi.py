@@ -6,7 +6,6 @@ from pathlib import Path
 
 from daemon.sandbox.api import ROUTES
 from daemon.sandbox.openapi import build_document, render
-from daemon.sandbox.server import SandboxDaemon
 
 DOC = Path(__file__).parents[2] / "docs" / "openapi" / "daemon.json"
 
@@ -17,11 +16,10 @@ def test_committed_document_is_current() -> None:
     )
 
 
-def test_every_route_has_a_handler_and_documented_schemas() -> None:
+def test_every_route_is_documented_with_its_schemas() -> None:
     document = build_document()
     schemas = document["components"]["schemas"]
     for route in ROUTES:
-        assert callable(getattr(SandboxDaemon, route.handler))
         assert route.method.lower() in document["paths"][route.path]
         for model in (route.request, route.response):
             if model is not None:

@@ -131,7 +131,7 @@ async def test_a_resume_past_the_output_is_a_400(
     assert [e async for e in _events(daemon, port, request, 1)][1:] == events[2:]
 
 
-@pytest.mark.parametrize("daemon_args", [["--exec-detach-grace", "0.5"]])
+@pytest.mark.parametrize("daemon_args", [["--exec-detach-grace-s", "0.5"]])
 async def test_a_kept_stream_nobody_comes_back_to_is_killed(
     daemon: DaemonProcess, client: SandboxClient
 ) -> None:

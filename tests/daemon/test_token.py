@@ -12,6 +12,7 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
+from daemon.sandbox.layout import token_digest
 from sandman.sdk.daemon_client import SandboxClient
 from tests.support.daemon import DaemonProcess, start_daemon
 
@@ -66,5 +67,27 @@ async def test_the_daemons_memory_is_closed_to_its_sandbox(tmp_path: object) -> 
                 )
             )
         assert probe.stdout.data == "", probe
+    finally:
+        assert daemon.stop() == 0
+
+
+async def test_a_daemon_given_only_the_verifier_opens_to_its_token(tmp_path: object) -> None:
+    """As a sandbox pod starts it (facade/podspec.py): SANDMAN_TOKEN_SHA256, never the token.
+    The token still opens it, nothing else does, and the verifier is gone from what a command
+    can read (environment and environment block)."""
+    daemon = start_daemon(cwd=str(tmp_path), verifier_only=True)
+    try:
+        verifier = token_digest(daemon.token).hex()
+        with open(f"/proc/{daemon.proc.pid}/environ", "rb") as handle:
+            block = handle.read()
+        assert daemon.token.encode() not in block and verifier.encode() not in block
+        async with aiohttp.ClientSession() as session:
+            for token, status in ((daemon.token, 200), (verifier, 401), ("x" * 32, 401)):
+                headers = {"Authorization": f"Bearer {token}"}
+                async with session.get(daemon.url + "/v1/info", headers=headers) as r:
+                    assert r.status == status, token
+        async with SandboxClient(daemon.url, daemon.token) as client:
+            seen = await client.exec(command="env; tr '\\0' '\\n' < /proc/$PPID/environ")
+        assert verifier not in seen.stdout.data and "SANDMAN_TOKEN" not in seen.stdout.data
     finally:
         assert daemon.stop() == 0

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.sandbox.errors import DaemonError, NotFound
-from daemon.sandbox.http import Router
+from daemon.sandbox.__main__ import parse_settings
 from daemon.sandbox.output import HeadCapture, StreamDecoder, TailBuffer, encode_bytes
 from daemon.sandbox.sessions import TerminalBuffer
 from daemon.sandbox.supervisor import child_environment, parse_signal, sanitize_environment
@@ -104,23 +103,6 @@ def test_cgroup_v2_limits(tmp_path: Path) -> None:
     assert (usage.memory_bytes, usage.cpu_seconds, usage.pids) == (4096, 1.5, 3)
 
 
-async def _handler(_: object) -> object:
-    return None
-
-
-def test_router_resolves_templates_and_reports_405_and_404() -> None:
-    router = Router()
-    router.add("POST", "/v1/sessions/{name}/run", _handler)  # type: ignore[arg-type]
-    handler, params = router.resolve("POST", "/v1/sessions/my%20s/run")
-    assert handler is _handler
-    assert params == {"name": "my s"}
-    with pytest.raises(DaemonError) as wrong_method:
-        router.resolve("GET", "/v1/sessions/x/run")
-    assert wrong_method.value.reason == "method_not_allowed"
-    with pytest.raises(NotFound):
-        router.resolve("POST", "/v1/sessions/x/y/run")
-
-
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
@@ -170,3 +152,20 @@ def test_terminal_buffer_is_bounded_and_accounts_for_every_byte(
     written = b"".join(chunks)
     assert len(collected) + len(buffer) + dropped + buffer.dropped == len(written)
     assert written.endswith(bytes(buffer))
+
+
+@pytest.mark.parametrize(
+    ("environ", "complaint"),
+    [
+        ({}, "give the token"),
+        ({"SANDMAN_TOKEN": "t" * 32, "SANDMAN_TOKEN_SHA256": "a" * 64}, "give the token"),
+        ({"SANDMAN_TOKEN_SHA256": "a" * 63}, "64 hex digits"),
+        ({"SANDMAN_TOKEN_SHA256": "g" * 64}, "64 hex digits"),
+    ],
+)
+def test_the_daemon_takes_exactly_one_well_formed_credential(
+    environ: dict[str, str], complaint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse_settings([], environ)
+    assert complaint in capsys.readouterr().err

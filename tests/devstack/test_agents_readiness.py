@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 
 from kube.light import LightClient
-from kube.preparation import lease_name
+from kube.preparation_contract import lease_name
 from kube.resources import Resource
 from kube.settings import ClientSettings
 from simcluster.embedded import EmbeddedCluster
-from tests.support.agents import AGENT_NS, agent_cluster, stop
+from tests.support.agents import AGENT_NS, AGENT_SA_NS, agent_cluster, stop
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -66,7 +66,7 @@ async def _grant(cluster: EmbeddedCluster, lease_rules: list[dict[str, Any]]) ->
         "metadata": {"name": ROLE, "namespace": AGENT_NS},
         "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": ROLE},
         "subjects": [{"kind": "ServiceAccount", "name": "sandman-node-agent",
-                      "namespace": AGENT_NS}],
+                      "namespace": AGENT_SA_NS}],
     }  # fmt: skip
     async with _api(cluster) as api:
         await api.create(ROLES, role, AGENT_NS)
@@ -105,8 +105,8 @@ def _agents(cluster: EmbeddedCluster, workdir: Path) -> Iterator[int]:
         "--kubeconfig", cluster.cluster.kubeconfigs["node-agent"],
         "--sockets", str(cluster.workdir / "cri-sockets.json"), "--namespace", AGENT_NS,
         "--state-dir", str(workdir / "state"), "--ready-file", str(ready),
-        "--set", "reconcile_interval_s=0.5", "--set", "renew_interval_s=0.3",
-        "--set", "lease_duration_s=5", "--set", "min_write_interval_s=0.3",
+        "--reconcile-interval-s=0.5", "--renew-interval-s=0.3", "--lease-duration-s=5",
+        "--min-write-interval-s=0.3",
     ]  # fmt: skip
     log = workdir / "agents.log"
     with log.open("wb") as out:

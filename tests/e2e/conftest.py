@@ -34,7 +34,7 @@ def stack(
         "create_rate_per_s": 2000,
         "create_burst": 600,
         # Short retention so released/finished pods leave quickly; GC every 0.5 s.
-        "controller_args": ("--terminal-retention", "2"),
+        "controller_args": ("--gc-terminal-retention-s", "2"),
     }
     settings = StackSettings(workdir=workdir, **(defaults | overrides))
     with running_stack(settings, pytestconfig) as running:

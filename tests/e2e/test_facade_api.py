@@ -289,8 +289,15 @@ async def test_an_owner_whose_lease_lapses_loses_its_sandboxes(
             final = await _json(r)
         assert final["state"] in ("releasing", "terminated", "failed"), final
     await _gone(http, owner, timeout_s=30)
-    async with http.get(f"/v1/sandboxes/{ids[0]}") as r:
-        gone = await _json(r)
+
+    # The reason comes from the collector's Event, which may reach the facade's watch after
+    # the pods have gone (docs/facade.md): until then the tombstone says plain ``deleted``.
+    async def reason_settled() -> dict[str, Any] | None:
+        async with http.get(f"/v1/sandboxes/{ids[0]}") as r:
+            gone = await _json(r)
+        return gone if gone["reason"] != "deleted" else None
+
+    gone = await wait_until_async(reason_settled, timeout_s=15, interval_s=0.2)
     assert (gone["state"], gone["reason"]) in {
         ("terminated", "owner_expired"),
         ("failed", "owner_expired"),

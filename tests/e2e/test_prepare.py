@@ -20,7 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kube import LEASES, KubeClient
-from kube.preparation import ANNOTATION_READY, IMAGE_PREPARATIONS, LABEL_NODE_AGENT, decode_images
+from kube.preparation_contract import (
+    AGENT_LEASE_NAMESPACE,
+    ANNOTATION_READY,
+    IMAGE_PREPARATIONS,
+    LABEL_NODE_AGENT,
+    decode_images,
+)
 from sandman import AsyncSandman, Conflict, NotFound, PreparationTimeout, Sandman
 from sandman.cli import main as cli_main
 from tests.support.kube import FAST
@@ -29,7 +35,6 @@ from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 STACK = {"node_agents": True}
-SYSTEM_NS = "sandman-system"
 
 
 @pytest.fixture
@@ -40,7 +45,8 @@ async def kube(stack: Stack) -> AsyncIterator[KubeClient]:
 
 async def _holders(kube: KubeClient, image: str) -> set[str]:
     """Nodes whose agent publishes ``image`` as ready."""
-    leases = await kube.list(LEASES, SYSTEM_NS, label_selector=f"{LABEL_NODE_AGENT}=true")
+    selector = f"{LABEL_NODE_AGENT}=true"
+    leases = await kube.list(LEASES, AGENT_LEASE_NAMESPACE, label_selector=selector)
     return {
         lease["spec"]["holderIdentity"]
         for lease in leases["items"]
@@ -107,7 +113,7 @@ def test_blocking_twin_and_timeout(stack: Stack, owner: str) -> None:
 def test_cli_prepare(stack: Stack, owner: str, capsys: pytest.CaptureFixture[str]) -> None:
     conn = ["--url", stack.url, "--token", stack.token]
     image = f"registry.example/prep/{owner}-cli:1"
-    argv = ["prepare", *conn, f"{image}=3", "--wait", "1", "--timeout", "60"]
+    argv = ["prepare", *conn, f"{image}=3", "--wait", "1", "--timeout-s", "60"]
     assert cli_main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("prep-") and out[1].startswith("Ready 100% of 3 sandboxes")

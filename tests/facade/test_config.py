@@ -11,6 +11,7 @@ import yaml
 from facade.config import ConfigError, load_config
 
 _TOKEN_SHA = "ab" * 32
+LOCAL = {"mode": "local-process"}
 
 
 def _write(tmp_path: Path, **extra: object) -> Path:
@@ -55,3 +56,32 @@ def test_bad_delivery_file_is_a_config_error(
         (tmp_path / "delivery.yaml").write_text(delivery_text)
     with pytest.raises(ConfigError, match=message):
         load_config(_write(tmp_path, delivery_file="delivery.yaml", **extra))
+
+
+def test_class_hardening_settings(tmp_path: Path) -> None:
+    classes = [
+        {"name": "tiny"},
+        {"name": "build", "capabilities": ["CHOWN", "SETUID"], "user_namespace": False},
+    ]
+    config = load_config(_write(tmp_path, classes=classes, delivery=LOCAL))
+    tiny, build = config.classes["tiny"], config.classes["build"]
+    assert (tiny.user_namespace, tiny.capabilities) == (True, ())
+    assert (build.user_namespace, build.capabilities) == (False, ("CHOWN", "SETUID"))
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"capabilities": ["NET_RAW"]}, r"classes\[0\]: capabilities NET_RAW not allowed"),
+        ({"capabilities": ["SYS_ADMIN", "CHOWN"]}, "capabilities SYS_ADMIN not allowed"),
+        ({"capabilities": "CHOWN"}, "capabilities must be a list"),
+        ({"user_namespace": "no"}, "user_namespace must be true or false"),
+    ],
+)
+def test_class_hardening_beyond_baseline_is_a_config_error(
+    tmp_path: Path, entry: dict[str, object], message: str
+) -> None:
+    """A class may add back only what Pod Security `baseline` allows: anything else could
+    run only in a `privileged` namespace, so the facade refuses to start with it."""
+    with pytest.raises(ConfigError, match=message):
+        load_config(_write(tmp_path, classes=[{"name": "c", **entry}], delivery=LOCAL))

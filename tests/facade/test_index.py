@@ -67,6 +67,18 @@ def test_read_your_writes_then_watch_data_wins(feeds: Any) -> None:
     assert index.get("ns", "sb-1").state == "ready"
 
 
+def test_noting_a_create_answers_the_sandbox_as_a_read_would(feeds: Any) -> None:
+    """What the pod writer answers a create with: the noted pod's sandbox, or — the watch
+    having the sandbox already — the watch's newest attempt, never a stale answer."""
+    index, pods, _, _ = feeds
+    assert index.note_created(pod()) == index.get("ns", "sb-1")
+    pods.upsert(pod(node="n1", phase="Running", ready=True))
+    pods.upsert(pod(attempt=1, node="n2"))
+    noted = index.note_created(pod())  # a retry of the first create, found there
+    assert noted == index.get("ns", "sb-1") and (noted.attempt, noted.node) == (1, "n2")
+    assert index.live("ns") == 2  # no provisional entry beside the watched pods
+
+
 def test_provisional_entry_expires_if_never_seen(feeds: Any) -> None:
     index, _, _, clock = feeds
     index.note_created(pod())

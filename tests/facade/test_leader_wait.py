@@ -17,6 +17,7 @@ from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import CONTROLLER_USER, server_requests, writes_by
 from tests.support.facade import LiveFacade, live_facade
 from tests.support.kube import FAST
+from tests.support.metrics import sample
 from tests.support.placement import (
     LEASE,
     create_batch,
@@ -38,10 +39,12 @@ def cluster() -> Iterator[EmbeddedCluster]:
 def counted(live: LiveFacade) -> dict[str, float]:
     m = live.facade.metrics
     return {
-        "pre-placed": m.creates.labels("pre-placed")._value.get(),
-        "unbound": m.creates.labels("unbound")._value.get(),
-        "answered": m.placement_waits.labels("answered")._value.get(),
-        "gave_up": m.placement_waits.labels("gave_up")._value.get(),
+        "pre-placed": sample(
+            m.registry, "sandman_facade_pod_creates_total", placement="pre-placed"
+        ),
+        "unbound": sample(m.registry, "sandman_facade_pod_creates_total", placement="unbound"),
+        "answered": sample(m.registry, "sandman_facade_placement_waits_total", outcome="answered"),
+        "gave_up": sample(m.registry, "sandman_facade_placement_waits_total", outcome="gave_up"),
     }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from facade.handlers import FacadeHandlers
 from facade.routes import PROXIED, ROUTES, build_document, render
 
 DOC = Path(__file__).parents[2] / "docs" / "openapi" / "facade.json"
@@ -14,11 +13,10 @@ def test_committed_document_is_current() -> None:
     assert DOC.read_text() == render(), "run: python -m facade.routes > docs/openapi/facade.json"
 
 
-def test_every_route_has_a_handler_and_schemas() -> None:
+def test_every_route_is_documented_with_its_schemas() -> None:
     document = build_document()
     schemas = document["components"]["schemas"]
     for route in ROUTES:
-        assert callable(getattr(FacadeHandlers, route.handler))
         assert route.method.lower() in document["paths"][route.path]
         for model in (route.request, route.response):
             if model is not None:

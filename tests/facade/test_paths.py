@@ -16,21 +16,15 @@ from hypothesis import strategies as st
 from yarl import URL
 
 from daemon.sandbox.api import ROUTES as DAEMON_ROUTES
-from daemon.sandbox.http import Router
+from daemon.sandbox.api import Route, bind
+from daemon.sandbox.routing import Router
 from facade.errors import FacadeError
 from facade.paths import proxied_call
 from facade.routes import PROXIED
 from tests.support.paths import daemon_call, hostile_call
 
-
-def _daemon_router() -> Router:
-    router = Router()
-    for route in DAEMON_ROUTES:
-        router.add(route.method, route.path, route.handler)  # type: ignore[arg-type]
-    return router
-
-
-ROUTER = _daemon_router()
+#: The daemon's router over its own table, each route standing for its handler.
+ROUTER: Router[Route] = Router(bind(DAEMON_ROUTES, {route: route for route in DAEMON_ROUTES}))
 
 
 @pytest.mark.parametrize(
@@ -82,6 +76,7 @@ def test_what_is_forwarded_is_what_every_reader_sees(request: tuple[str, str]) -
     assert all(s not in ("", ".", "..") for s in segments), call
     assert URL(f"http://127.0.0.1:1{call.path}").raw_path == call.path  # yarl leaves it
     assert unquote(call.path) == call.path  # the daemon's decoding leaves it
-    _, params = ROUTER.resolve(method, unquote(call.path))  # the daemon has it
+    route, params = ROUTER.resolve(method, unquote(call.path))  # the daemon has it
+    assert route.method == method
     assert all(unquote(v) == v for v in params.values())  # and its second decoding too
     assert call.sandbox_id == unquote(sid) and "/" not in call.sandbox_id

@@ -23,6 +23,7 @@ from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import CONTROLLER_USER, cluster_of, writes_by
 from tests.support.facade import NAMESPACE, LiveFacade, live_facade
 from tests.support.kube import FAST
+from tests.support.metrics import sample
 from tests.support.placement import (
     LEASE,
     SPEC,
@@ -51,7 +52,9 @@ async def leader(cluster: EmbeddedCluster) -> AsyncIterator[Controller]:
 
 
 def creates(live: LiveFacade, placement: str) -> float:
-    return live.facade.metrics.creates.labels(placement)._value.get()
+    return sample(
+        live.facade.metrics.registry, "sandman_facade_pod_creates_total", placement=placement
+    )
 
 
 async def pods_of(client: KubeClient) -> list[dict]:
@@ -169,7 +172,7 @@ async def slow_server_facade(tmp_path: Path) -> AsyncIterator[tuple[EmbeddedClus
 def assert_placed_again(live: LiveFacade, n: int) -> float:
     """Every create pre-placed or late twice, and some that ran out placed the second time;
     returns the creates that went unbound after missing twice."""
-    ran_out = live.facade.metrics.placements_ran_out._value.get()
+    ran_out = sample(live.facade.metrics.registry, "sandman_facade_placements_ran_out_total")
     late_twice = creates(live, "unbound-late")
     assert creates(live, "pre-placed") + late_twice == n
     assert ran_out > late_twice  # some ran out, and went on a node the second time
@@ -206,7 +209,7 @@ async def test_binder_mode_creates_are_bounded_in_flight(
                 tg.create_task(create_batch(live, 2))
         assert creates(live, "unbound") == 20
         assert live.facade.service is not None
-        window = live.facade.service.unbound_window
+        window = live.facade.service.unbound.window
         assert window.peak == 4 and window.in_flight == 0
 
 
@@ -263,6 +266,7 @@ async def test_the_send_window_follows_the_granted_rate(tmp_path: Path) -> None:
             await create_batch(live, 20)
             assert creates(live, "pre-placed") - placed == 20
             assert writes_by(cluster, "admin", resource="pods", code="429") == refused
-            assert live.facade.service is not None and live.facade.service.fast is not None
-            window = live.facade.service.fast.window
+            service = live.facade.service
+            assert service is not None and service.preplaced is not None
+            window = service.preplaced.window
             assert window.capacity <= 9 and window.in_flight == 0

@@ -14,9 +14,10 @@ import psutil
 from kubernetes import client, config
 
 from daemon.sandbox.layout import DAEMON_PORT
-from facade.podspec import DaemonDelivery, SandboxClass, SandboxRequest, render_pod
+from facade.podspec import DaemonDelivery, SandboxClass, render_pod
 from facade.tokens import TokenMinter
 from sandman.sdk.daemon_client import SandboxClient
+from sandman.wire.facade import CreateSandbox
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from simcluster.kubelet.settings import NodeSettings
@@ -58,7 +59,7 @@ def test_rendered_sandbox_pod_runs_the_real_daemon(tmp_path: Path) -> None:
     minter = TokenMinter(b"k" * 32)
     token = minter.token_for("sb-test", "sb-1")
     pod = render_pod(
-        SandboxRequest(image=IMAGE, owner="run-1", env={"TASK_NAME": "demo"}),
+        CreateSandbox(image=IMAGE, owner="run-1", env={"TASK_NAME": "demo"}),
         SandboxClass(name="tiny"),
         DaemonDelivery("local-process", python=(sys.executable,)),
         name="sb-1",

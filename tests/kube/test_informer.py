@@ -162,7 +162,7 @@ async def test_bookmarks_advance_the_resume_point(client: KubeClient) -> None:
 
 @pytest.mark.parametrize("cluster_settings", [ServerSettings(bookmark_interval_s=60)])
 async def test_idle_stream_is_restarted(cluster: EmbeddedCluster) -> None:
-    settings = dataclasses.replace(FAST, timeouts=Timeouts(request=5, watch_idle=0.3))
+    settings = dataclasses.replace(FAST, timeouts=Timeouts(request_s=5, watch_idle_s=0.3))
     async with await KubeClient.connect(settings, kubeconfig=str(cluster.kubeconfig)) as c:
         inf = Informer(c, PODS, namespace="default")
         async with running(inf):

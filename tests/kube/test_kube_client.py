@@ -41,7 +41,7 @@ async def test_crud_and_error_hierarchy(client: KubeClient) -> None:
     assert (await client.get(PODS, "a", "default"))["metadata"]["uid"] == uid
     with pytest.raises(AlreadyExists) as exists:
         await client.create(PODS, pod("a"), "default")
-    assert exists.value.code == 409 and exists.value.reason == "AlreadyExists"
+    assert exists.value.status == 409 and exists.value.reason == "AlreadyExists"
     with pytest.raises(NotFound) as missing:
         await client.get(PODS, "nope", "default")
     assert missing.value.message == 'pods "nope" not found'
@@ -76,25 +76,33 @@ async def test_forbidden_for_a_service_account(cluster: EmbeddedCluster) -> None
     async with await KubeClient.connect(FAST, kubeconfig=str(path)) as c:
         with pytest.raises(Forbidden) as err:
             await inject(c, kind="clear")
-        assert err.value.code == 403
+        assert err.value.status == 403
 
 
-async def test_429_is_retried_honouring_retry_after(client: KubeClient) -> None:
+async def test_429_is_retried_honouring_retry_after(
+    client: KubeClient, cluster: EmbeddedCluster
+) -> None:
     calls: list[tuple[str, int]] = []
-    client.observer = lambda verb, code, _s: calls.append((verb, code))
+
+    def observe(verb: str, code: int, _s: float) -> None:
+        calls.append((verb, code))
+
+    kubeconfig = str(cluster.kubeconfig)
     await inject(client, kind="api-errors", verb="create", rate=1.0, code=429)
-    client.settings = ClientSettings(max_attempts=2, qps=0)
-    start = time.monotonic()
-    with pytest.raises(TooManyRequests) as err:
-        await client.create(PODS, pod("c"), "default")
-    assert err.value.retry_after == 1.0
+    twice = ClientSettings(max_attempts=2, qps=0)
+    async with await KubeClient.connect(twice, kubeconfig=kubeconfig, observer=observe) as c:
+        start = time.monotonic()
+        with pytest.raises(TooManyRequests) as err:
+            await c.create(PODS, pod("c"), "default")
+    assert err.value.retry_after_s == 1.0
     assert time.monotonic() - start >= 1.0  # waited for Retry-After before the 2nd attempt
     assert calls[-2:] == [("POST", 429), ("POST", 429)]
     # Half the creates refused: every one still lands, each exactly once.
     await inject(client, kind="api-errors", verb="create", rate=0.3, code=429)
-    client.settings = ClientSettings(max_attempts=20, max_retry_after=0.05, qps=0)
-    for i in range(10):
-        await client.create(PODS, pod(f"r{i}"), "default")
+    patient = ClientSettings(max_attempts=20, max_retry_after_s=0.05, qps=0)
+    async with await KubeClient.connect(patient, kubeconfig=kubeconfig, observer=observe) as c:
+        for i in range(10):
+            await c.create(PODS, pod(f"r{i}"), "default")
     await inject(client, kind="clear")
     names = {p["metadata"]["name"] for p in (await client.list(PODS, "default"))["items"]}
     assert names == {f"r{i}" for i in range(10)}
@@ -188,4 +196,4 @@ async def test_kr8s_errors_translate(client: KubeClient) -> None:
     with pytest.raises(kr8s.ServerError) as raw2:
         await Pod(pod("k") | {"metadata": {"name": "k", "namespace": "default"}}, api=api).create()
     err = from_kr8s(raw2.value)
-    assert isinstance(err, AlreadyExists) and err.code == 409
+    assert isinstance(err, AlreadyExists) and err.status == 409

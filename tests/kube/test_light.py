@@ -20,7 +20,7 @@ from simcluster.embedded import EmbeddedCluster
 from tests.support.wait import wait_until_async
 
 pytestmark = pytest.mark.timeout(30)
-SETTINGS = ClientSettings(qps=0, timeouts=Timeouts(connect=2, request=5, watch_idle=5))
+SETTINGS = ClientSettings(qps=0, timeouts=Timeouts(connect_s=2, request_s=5, watch_idle_s=5))
 
 
 def lease(name: str) -> dict[str, object]:

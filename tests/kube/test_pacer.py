@@ -165,7 +165,7 @@ async def burst(cluster: EmbeddedCluster, adaptive: bool, prefix: str) -> tuple[
         qps=2000,
         burst=200,
         max_attempts=20,
-        max_retry_after=0.2,
+        max_retry_after_s=0.2,
         pacer=PacerSettings(enabled=adaptive),
     )
     before = rejected(cluster)

@@ -12,6 +12,7 @@ import pytest
 
 from load.burst import analysis as an
 from load.burst.driver import schedule
+from load.burst.images import ImageMixSettings, mode_lower_bound
 from load.burst.settings import BurstSettings, profile_budget
 from simcluster.apiserver.flowcontrol import Budget, _Bucket
 
@@ -144,3 +145,16 @@ def test_longest_stall_after_a_fault() -> None:
     assert an.longest_stall_s(bound, since=1.05, until=5.0) == pytest.approx(3.5)  # 1.1 → 4.6
     assert an.longest_stall_s(bound, since=4.9, until=5.0) == pytest.approx(0.1)
     assert an.longest_stall_s([], since=2.0, until=3.0) == pytest.approx(1.0)
+
+
+def test_the_image_mix_bound_counts_the_pre_placed_single_write(tmp_path: Path) -> None:
+    """The per-task-image stack pre-places (one write before Ready): its API bound is the
+    one-write bound, not the create + bind one."""
+    s = ImageMixSettings(out=tmp_path)  # 742 x 16 on paper-burst
+    bound, which = mode_lower_bound(s, "announced", last_request_s=s.window_s)
+    budget = profile_budget(BurstSettings(out=tmp_path, sandboxes=s.sandboxes))
+    one_write = (s.sandboxes - budget.mutating_burst) / budget.mutating_qps
+    start = budget.container_start_s
+    assert which == "api" and bound == pytest.approx(max(one_write, s.window_s) + start)
+    two_writes = (2 * s.sandboxes - budget.mutating_burst) / budget.mutating_qps + start
+    assert bound < two_writes / 1.5

@@ -25,8 +25,8 @@ from load.burst.progress import say
 from load.burst.report import write_markdown
 from load.burst.run import run_burst
 from load.burst.settings import BurstSettings, Thresholds
+from scheduler.decoder import node_from_json, pod_from_json
 from scheduler.filters import OK, node_affinity, taint_toleration
-from scheduler.kube import node_from_json, pod_from_json
 
 PROPS = settings(max_examples=80, deadline=None)
 MIXED_CLASSES = Path(__file__).parents[2] / "load" / "burst" / "mixed-classes.yaml"

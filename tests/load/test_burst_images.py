@@ -3,7 +3,7 @@ profile with a few images; every sandbox Ready, pulls counted where they happen 
 a preloaded burst, nor during one announced ahead through the SDK's ``prepare``), the
 preparation within its per-image pull bound, and a lower bound that includes pulls for the
 unprepared mode. (The operator's path, an ImagePreparation created directly, is
-tests/controller/test_prepare.py's.)"""
+tests/controller/test_image_preparer.py's.)"""
 
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ from pathlib import PurePosixPath
 import pytest
 
 from daemon.sandbox import layout
-from facade.podspec import DaemonDelivery, SandboxClass, SandboxRequest, render_pod
+from facade.podspec import DaemonDelivery, SandboxClass, render_pod
+from sandman.wire.facade import CreateSandbox
 from tests.support.manifests import ROOT
 
 CONTAINERFILE = ROOT / "images" / "daemon-bundle.Containerfile"
@@ -25,7 +26,7 @@ def bundle_dir_in_image() -> PurePosixPath:
 
 def pod_for(mode: str) -> dict[str, object]:
     delivery = DaemonDelivery(mode, bundle_image="b:1")  # type: ignore[arg-type]
-    request = SandboxRequest(image="task:1", owner="o")
+    request = CreateSandbox(image="task:1", owner="o")
     return render_pod(
         request, SandboxClass(name="tiny"), delivery, name="sb", namespace="ns",
         tenant="t", token="tok", now=datetime.now(UTC),

@@ -31,6 +31,7 @@ import pytest
 
 from devstack.stack import StackSettings
 from kube import PODS, KubeClient
+from kube.preparation_contract import AGENT_LEASE_NAMESPACE
 from kube.resources import Resource
 from sandman import AsyncSandman
 from tests.support.agents import metric, spawn_agent
@@ -48,7 +49,7 @@ CLUSTER_ROLES = Resource(
 )
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
 SYSTEM_NS = "sandman-system"
-AGENT_ROLE = "sandman-node-agent"  # a Role in sandman-system
+AGENT_ROLE = "sandman-node-agent"  # a Role in sandman-nodes (AGENT_LEASE_NAMESPACE)
 BIND_ROLE = "sandman-controller-tenant"
 READ_ROLE = "sandman-controller"
 FACADE_ROLE = "sandman-facade-tenant"
@@ -64,7 +65,7 @@ def stack(
         nodes=2,
         node_agents=True,
         manifests=True,
-        controller_args=("--terminal-retention", "1"),
+        controller_args=("--gc-terminal-retention-s", "1"),
     )
     with running_stack(settings, pytestconfig) as running:
         yield running
@@ -133,6 +134,26 @@ async def test_each_component_runs_with_its_own_account(stack: RunningStack) -> 
     can = ("auth", "can-i", "create", "pods", "-n", TENANT_NS)
     assert facade.run(*can, check=False).stdout.strip() == "yes"
     assert facade.run(*can, "--subresource", "binding", check=False).stdout.strip() == "no"
+
+
+@pytest.mark.anyio
+async def test_the_node_agent_cannot_write_the_election_lease(stack: RunningStack) -> None:
+    """One compromised node must not steer placements: the election Lease's
+    ``placement-url`` is what the facade trusts, so the agents' Leases live apart and the
+    agent's account can write Leases only there."""
+    agent = Kubectl(stack.stack.component_kubeconfigs["node-agent"])
+
+    def can(*args: str) -> str:
+        return agent.run("auth", "can-i", *args, check=False).stdout.strip()
+
+    election = "leases.coordination.k8s.io/sandman-controller"
+    for verb in ("patch", "update", "delete"):
+        assert can(verb, election, "-n", SYSTEM_NS) == "no", verb
+    assert can("create", "leases.coordination.k8s.io", "-n", SYSTEM_NS) == "no"
+    # Where its own Lease lives it may (docs/node-agent.md "Where the Leases live").
+    lease = "leases.coordination.k8s.io"
+    assert can("create", lease, "-n", AGENT_LEASE_NAMESPACE) == "yes"
+    assert can("patch", lease, "-n", AGENT_LEASE_NAMESPACE) == "yes"
 
 
 @pytest.mark.anyio
@@ -271,14 +292,14 @@ async def test_a_removed_lease_rule_makes_the_node_agent_unready_not_stale(
     kubeconfig = stack.stack.component_kubeconfigs["node-agent"]
     # Renewals every 0.3 s: each is a patch of its Lease, so the 403 comes without a plan.
     flags = ("--renew-interval-s", "0.3", "--lease-duration-s", "5")
-    permission = "patch on leases.coordination.k8s.io in namespace sandman-system"
+    permission = "patch on leases.coordination.k8s.io in namespace sandman-nodes"
     with spawn_agent(kubeconfig, sockets[node], node, *flags, workdir=tmp_path) as agent:
 
         def ready() -> bool:
             return agent.readyz(probe)[0] == 200
 
         assert await wait_until_async(ready, timeout_s=20, interval_s=0.2, retry=(OSError,))
-        await _without(admin, AGENT_ROLE, "patch", "leases", SYSTEM_NS)
+        await _without(admin, AGENT_ROLE, "patch", "leases", AGENT_LEASE_NAMESPACE)
         try:
 
             def refused() -> float:

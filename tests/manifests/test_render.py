@@ -22,8 +22,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from controller.__main__ import parse_settings as controller_settings
+from daemon.node.__main__ import parse_settings as agent_settings
+from devstack.crds import image_preparation_crd
+from facade.__main__ import parse_settings as facade_settings
 from facade.config import load_config
-from kube.preparation import CRD
 from tests.support.manifests import (
     KUBERNETES_VERSION,
     MANIFESTS,
@@ -87,7 +90,7 @@ def test_every_object_is_valid_for_the_stated_kubernetes_version(rendered: Rende
 
 
 def test_image_preparations_match_the_crd_schema(rendered: Rendered) -> None:
-    schema = CRD["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema = image_preparation_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     for obj in rendered.of_kind("ImagePreparation"):
         assert obj["apiVersion"] == "sandman.io/v1alpha1"
         jsonschema.validate(obj, schema)
@@ -115,7 +118,7 @@ def test_every_namespaced_object_names_its_namespace(rendered: Rendered) -> None
     """Nothing depends on `kubectl -n`: applied anywhere, each object lands where it must."""
     cluster_scoped = {
         "Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "FlowSchema",
-        "PriorityLevelConfiguration", "CustomResourceDefinition",
+        "PriorityLevelConfiguration", "CustomResourceDefinition", "RuntimeClass",
     }  # fmt: skip
     for obj in rendered.objects:
         if obj["kind"] not in cluster_scoped:
@@ -159,6 +162,28 @@ def facade_config(rendered: Rendered, tmp_path: Path) -> Any:
     document["secret_file"] = str(secret)  # the Secret the operator creates at install
     (tmp_path / "facade.yaml").write_text(yaml.safe_dump(document))
     return load_config(tmp_path / "facade.yaml")
+
+
+#: Each server process's command, and its command line parsed as the process parses it.
+PARSERS = {
+    "sandman-controller": controller_settings,
+    "sandman-facade": facade_settings,
+    "sandman-node-agent": agent_settings,
+}
+
+
+def test_every_workload_s_args_are_flags_its_process_takes(rendered: Rendered) -> None:
+    """The flags are generated from the settings (sandman.base.settings): a renamed setting
+    renames its flag, and a manifest still passing the old name would fail at start."""
+    seen = set()
+    for _spec, c in (sc for w in workloads(rendered.objects) for sc in containers(w)):
+        (command,) = c.get("command", ("-",))[:1]
+        if command in PARSERS:
+            environ = {e["name"]: e.get("value", "from-the-downward-api") for e in c.get("env", ())}
+            PARSERS[command](c.get("args", []), environ)  # SystemExit(2) on an unknown flag
+            seen.add(command)
+    if rendered.name.startswith("production"):  # the others hold no server workload
+        assert seen == set(PARSERS), f"{rendered.name}: no container runs {set(PARSERS) - seen}"
 
 
 @pytest.mark.parametrize("delivery", DELIVERIES)

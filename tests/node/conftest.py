@@ -27,6 +27,6 @@ def cluster(cluster_settings: ClusterSettings) -> Iterator[EmbeddedCluster]:
 
 @pytest.fixture
 async def api(cluster: EmbeddedCluster) -> AsyncIterator[LightClient]:
-    settings = ClientSettings(qps=0, timeouts=Timeouts(connect=2, request=5, watch_idle=5))
+    settings = ClientSettings(qps=0, timeouts=Timeouts(connect_s=2, request_s=5, watch_idle_s=5))
     async with await LightClient.connect(settings, kubeconfig=str(cluster.kubeconfig)) as c:
         yield c

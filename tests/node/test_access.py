@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from kube.light import LightClient
-from kube.preparation import ANNOTATION_PREPARE, ANNOTATION_READY
+from kube.preparation_contract import ANNOTATION_PREPARE, ANNOTATION_READY
 from kube.resources import EVENTS, LEASES, Resource
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
@@ -134,7 +134,7 @@ def _ready_again(agent: AgentRun, permission: str, timeout_s: float = 20) -> Non
 async def test_a_refused_lease_write_fails_readiness_until_it_is_allowed(
     cluster: EmbeddedCluster, api: LightClient, tmp_path: Path
 ) -> None:
-    permission = "patch on leases.coordination.k8s.io in namespace sandman-system"
+    permission = "patch on leases.coordination.k8s.io in namespace sandman-nodes"
     await _grant_all_but(api, LEASE_ROLE, "patch")  # refused from the start
     with run_agent(cluster, "node-0", *FLAGS, workdir=tmp_path) as agent:
         _refused(agent, "patch", "leases", permission, times=2)
@@ -208,7 +208,7 @@ async def test_refused_events_beyond_the_bound_drop_the_oldest_counted(
 async def test_a_refused_plan_read_fails_readiness_until_the_watch_is_back(
     cluster: EmbeddedCluster, api: LightClient, tmp_path: Path
 ) -> None:
-    permission = "list on leases.coordination.k8s.io in namespace sandman-system"
+    permission = "list on leases.coordination.k8s.io in namespace sandman-nodes"
     await _grant_all_but(api, LEASE_ROLE, "list")
     with run_agent(cluster, "node-0", *FLAGS, workdir=tmp_path) as agent:
         _refused(agent, "list", "leases", permission, times=1)
@@ -231,7 +231,7 @@ async def test_a_plan_read_refused_before_the_runtime_answers_reads_forbidden(
     """The refusal wins over ``starting``: here the runtime's socket takes the connection
     and never answers, so the first reconcile waits out its 10 s deadline while the plan's
     list is refused (CI once read ``starting`` in that window, with a slow runtime)."""
-    permission = "list on leases.coordination.k8s.io in namespace sandman-system"
+    permission = "list on leases.coordination.k8s.io in namespace sandman-nodes"
     await _grant_all_but(api, LEASE_ROLE, "list")
     assert cluster.cluster is not None
     kubeconfig = Path(cluster.cluster.kubeconfigs["node-agent"])

@@ -19,7 +19,7 @@ import pytest
 from daemon.node.agent import NODE_EVENTS_NAMESPACE
 from daemon.node.bundle import bundle_digest
 from kube.light import LightClient
-from kube.preparation import (
+from kube.preparation_contract import (
     ANNOTATION_BUNDLE,
     ANNOTATION_FAILED,
     ANNOTATION_PREPARE,

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from kube.contract import ANNOTATION_GROUP as CONTRACT_GROUP
 from kube.contract import ANNOTATION_GROUP_SIZE as CONTRACT_GROUP_SIZE
 from scheduler import Scheduler, SchedulerSettings
+from scheduler.decoder import ANNOTATION_GROUP, ANNOTATION_GROUP_SIZE
 from scheduler.gang import choose_nodes
-from scheduler.kube import ANNOTATION_GROUP, ANNOTATION_GROUP_SIZE
 from tests.support.pods import node_json, pod_json
 
 Json = dict[str, Any]

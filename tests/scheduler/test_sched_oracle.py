@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler import Scheduler, SchedulerSettings
-from scheduler.plan import capacity_left, check_capacity, check_node
+from scheduler.fit import capacity_left, check_capacity, check_node
 from scheduler.scores import image_locality, most_allocated
 from scheduler.table import node_limit, tie_rank
 from tests.support.pods import node_json, pod_json

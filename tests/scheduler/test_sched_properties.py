@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from scheduler import Resources, Scheduler, SchedulerSettings
 from scheduler.filters import Capacity
+from scheduler.fit import capacity_left, check_capacity, check_node
 from scheduler.messages import reason_histogram, unschedulable_message
-from scheduler.planner import capacity_left, check_capacity, check_node
 from scheduler.table import node_limit
 from tests.support.pods import node_json, pod_json
 

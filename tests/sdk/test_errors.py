@@ -55,8 +55,8 @@ def test_error_for_maps_reason_then_status(status: int, reason: str, cls: type) 
     error = error_for(status, reason, "m", {"Retry-After": "7"})
     assert type(error) is cls and isinstance(error, SandmanError)
     assert error.retriable == isinstance(error, RetriableError) != isinstance(error, TerminalError)
-    assert (error.status, error.reason, error.retry_after) == (status, reason, 7.0)
-    assert ConnectionFailed(0, "x", "y").retriable
+    assert (error.status, error.reason, error.retry_after_s) == (status, reason, 7.0)
+    assert ConnectionFailed("y", reason="x").retriable
 
 
 def _view(state: str, reason: str | None = None) -> View:

@@ -150,7 +150,7 @@ async def test_retries_give_up_with_the_last_typed_error() -> None:
         finally:
             await client.aclose()
     # A Retry-After beyond RetryPolicy.max_retry_after_s is an answer, not a delay.
-    assert quota.value.retry_after == 3600 and isinstance(quota.value, RateLimited)
+    assert quota.value.retry_after_s == 3600 and isinstance(quota.value, RateLimited)
     assert script.count("DELETE /v1/sandboxes/sb-3") == 1
 
 

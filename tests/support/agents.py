@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kube.preparation import lease_name
+from kube.preparation_contract import AGENT_LEASE_NAMESPACE, lease_name
 from simcluster.apiserver import ServerSettings
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
@@ -22,10 +22,20 @@ from simcluster.kubelet.images import PullSettings
 from simcluster.kubelet.settings import NodeSettings
 from tests.support.wait import wait_until
 
-__all__ = ["AGENT_NS", "AgentRun", "agent_cluster", "metric", "run_agent", "spawn_agent", "stop"]
+__all__ = [
+    "AGENT_NS",
+    "AGENT_SA_NS",
+    "AgentRun",
+    "agent_cluster",
+    "metric",
+    "run_agent",
+    "spawn_agent",
+    "stop",
+]
 
-AGENT_NS = "sandman-system"
-AGENT_SA = f"{AGENT_NS}/sandman-node-agent"
+AGENT_NS = AGENT_LEASE_NAMESPACE  # where the agents' Leases live
+AGENT_SA_NS = "sandman-system"  # where the agents' ServiceAccount is
+AGENT_SA = f"{AGENT_SA_NS}/sandman-node-agent"
 
 
 def agent_cluster(nodes: int = 1, preloaded: tuple[str, ...] = (), **pull: Any) -> ClusterSettings:
@@ -36,6 +46,7 @@ def agent_cluster(nodes: int = 1, preloaded: tuple[str, ...] = (), **pull: Any) 
         cri=True,
         node=NodeSettings(pull=PullSettings(**pull), preloaded_images=preloaded),
         service_account_kubeconfigs=(("node-agent", AGENT_SA),),
+        namespaces=(AGENT_NS,),
     )
 
 

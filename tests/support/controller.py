@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.binder import Binder, BinderSettings
-from controller.gc import GarbageCollector, GCSettings
+from controller.collector import GarbageCollector, GCSettings
 from controller.metrics import ControllerMetrics
 from controller.replace import Replacer
 from controller.view import ClusterView, ViewSettings

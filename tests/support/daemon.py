@@ -19,6 +19,10 @@ def start_daemon(
     prefix: Sequence[str] = (),
     cwd: str | None = None,
     preexec_fn: Callable[[], None] | None = None,
+    verifier_only: bool = False,
 ) -> LocalDaemon:
-    """Start ``python -m daemon.sandbox`` on a free loopback port and wait until it listens."""
-    return start_local_daemon(cwd or os.getcwd(), args, prefix=prefix, preexec_fn=preexec_fn)
+    """Start ``python -m daemon.sandbox`` on a free loopback port and wait until it listens
+    (``verifier_only``: given the token's SHA-256 only, as a sandbox pod starts it)."""
+    return start_local_daemon(
+        cwd or os.getcwd(), args, prefix=prefix, preexec_fn=preexec_fn, verifier_only=verifier_only
+    )

@@ -41,12 +41,14 @@ class LiveFacade:
         return self.facade.url
 
 
-def write_config(path: Path, token: str, **tenant: object) -> Path:
+def write_config(
+    path: Path, token: str, *, classes: tuple[str, ...] = ("tiny",), **tenant: object
+) -> Path:
     """A facade config with one tenant ``t1`` (namespace ``NAMESPACE``) for ``token``."""
     document = {
         "secret": secrets.token_urlsafe(48),
         "delivery": {"mode": "local-process"},
-        "classes": [{"name": "tiny"}],
+        "classes": [{"name": name} for name in classes],
         "tenants": [
             {
                 "name": "t1",
@@ -65,14 +67,20 @@ def write_config(path: Path, token: str, **tenant: object) -> Path:
 
 @contextlib.asynccontextmanager
 async def live_facade(
-    kubeconfig: Path, settings: FacadeSettings, workdir: Path, **tenant: object
+    kubeconfig: Path,
+    settings: FacadeSettings,
+    workdir: Path,
+    *,
+    classes: tuple[str, ...] = ("tiny",),
+    **tenant: object,
 ) -> AsyncIterator[LiveFacade]:
     """A started, synced facade (tenant namespace created) and a client session to it;
-    ``tenant``: entries of the tenant's configuration beyond :func:`write_config`'s."""
+    ``classes``: the configured classes' names; ``tenant``: entries of the tenant's
+    configuration beyond :func:`write_config`'s."""
     async with await KubeClient.connect(FAST, kubeconfig=str(kubeconfig)) as client:
         await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
     token = secrets.token_urlsafe(16)
-    config = load_config(write_config(workdir / "facade.yaml", token, **tenant))
+    config = load_config(write_config(workdir / "facade.yaml", token, classes=classes, **tenant))
     facade = Facade(replace(settings, kubeconfig=str(kubeconfig)), config)
     await facade.start()
     try:

@@ -20,10 +20,10 @@ __all__ = ["FAST", "client", "cluster", "cluster_settings", "inject"]
 #: Short timeouts, no client-side rate limit, quick retries: a test's mistake or an injected
 #: fault shows within seconds, not after production's patient back-off.
 FAST = ClientSettings(
-    timeouts=Timeouts(connect=2.0, request=5.0, watch_idle=5.0),
+    timeouts=Timeouts(connect_s=2.0, request_s=5.0, watch_idle_s=5.0),
     qps=0,
-    backoff_base=0.01,
-    backoff_cap=0.05,
+    backoff_base_s=0.01,
+    backoff_cap_s=0.05,
 )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from controller.app import Controller, ControllerSettings
 from controller.leader import ElectionSettings
 from controller.placement import PlacementSettings
+from controller.placement_auth import PlacementAuthSettings
 from kube.placement import PlacementClientSettings
 from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import cluster_of
@@ -22,6 +23,7 @@ from tests.support.kube import FAST
 from tests.support.wait import wait_until_async
 
 __all__ = [
+    "FACADE_USER",
     "LEASE",
     "PLACEMENT",
     "SPEC",
@@ -35,6 +37,9 @@ __all__ = [
 PLACEMENT = PlacementSettings(valid_for_s=1.0, handover_margin_s=0.5)
 #: Where the test controllers' election Lease is, as the facade's placement client sees it.
 LEASE = PlacementClientSettings(lease_name="ctl", lease_namespace="default", timeout_s=2.0)
+#: Whom the placement endpoint admits: the identity of the admin kubeconfig the tests'
+#: facades run with (simcluster.cluster.ADMIN).
+FACADE_USER = "admin"
 #: The sandbox every batch of these tests asks for.
 SPEC = {"image": "registry.local/task:1", "owner": "run-1"}
 
@@ -67,6 +72,8 @@ def _settings(cluster: EmbeddedCluster, identity: str) -> ControllerSettings:
             retry_period_s=0.2,
         ),
         placement=PLACEMENT,
+        # The tests' facades and placement clients run with the admin kubeconfig.
+        placement_auth=PlacementAuthSettings(users=FACADE_USER),
         prepare=None,
         health_port=0,
         progress_interval_s=60,

@@ -3,14 +3,20 @@
 Modules, bottom up: ``errors`` (typed exceptions), ``settings`` (timeouts, limits, retry
 policy), ``transport`` (the facade connection with retries), ``results`` (what tool calls
 return), ``tools`` (sessions, files, processes), ``sandbox`` (``AsyncSandbox``), ``client``
-(``AsyncSandman``: create, batches, list, owner lease, ``prepare``), ``preparation``
-(``AsyncPreparation``: an announcement's progress), ``sync_portal`` (how a blocking wrapper
-calls its async twin), ``sync_tools`` (the blocking sessions, files, processes), ``sync``
-(the blocking client, sandbox and preparation).
+(``AsyncSandman``: create, batches, list, owner lease, ``prepare``; the create keywords are
+``create_options``, generated from the wire model), ``announcement`` (``AsyncPreparation``:
+an announcement's progress), ``blocking`` (the blocking twins, generated from the async
+classes, and the portal they are driven through).
 Public names are re-exported from :mod:`sandman`.
 """
 
+from .announcement import AsyncPreparation
+from .blocking.announcement import Preparation
+from .blocking.client import Sandman
+from .blocking.sandbox import Sandbox
+from .blocking.tools import Files, Processes, Session
 from .client import AsyncSandman, new_owner
+from .create_options import CreateOptions
 from .errors import (
     AdmissionFailed,
     CommandFailed,
@@ -40,12 +46,9 @@ from .errors import (
     Unauthenticated,
     Unschedulable,
 )
-from .preparation import AsyncPreparation
 from .results import CommandResult, ProcessLogs, SessionResult, StreamEvent
 from .sandbox import AsyncSandbox
 from .settings import Limits, RetryPolicy, Timeouts
-from .sync import Preparation, Sandbox, Sandman
-from .sync_tools import Files, Processes, Session
 from .tools import AsyncFiles, AsyncProcesses, AsyncSession
 
 __all__ = [
@@ -60,6 +63,7 @@ __all__ = [
     "CommandResult",
     "Conflict",
     "ConnectionFailed",
+    "CreateOptions",
     "DaemonTimeout",
     "DaemonUnreachable",
     "Files",

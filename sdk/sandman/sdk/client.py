@@ -10,7 +10,13 @@ follow from that label:
   owner in one call (``release_on_exit=False`` to keep them) and stops the renewals.
 
 Creates always carry an Idempotency-Key generated here, so a create that hit a reset
-connection or a 503 is retried without risk of a second sandbox.
+connection or a 503 is retried without risk of a second sandbox. A create's request fields
+are keywords read from the request's one definition (``**spec: Unpack[CreateOptions]``,
+``sandman.wire.create_request`` says why), never listed here.
+
+The class-level annotations are the attributes a trainer may read; the blocking twin
+(``sandman.sdk.blocking.client``, generated from this class) mirrors them and every public
+method.
 """
 
 from __future__ import annotations
@@ -22,12 +28,12 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
+from typing import Unpack
 
 import anyio
 
+from sandman.wire.create_request import build_spec, with_create_options
 from sandman.wire.facade import (
-    DEFAULT_CLASS,
-    DEFAULT_TTL_S,
     MAX_BATCH,
     BatchResult,
     ClassInfo,
@@ -40,13 +46,14 @@ from sandman.wire.facade import (
     SandboxList,
 )
 from sandman.wire.facade import Sandbox as SandboxView
-from sandman.wire.prepare import DEFAULT_PREPARE_TTL_S, ImageRequest, PrepareImages
-from sandman.wire.prepare import Preparation as PreparationView
+from sandman.wire.image_preparation import DEFAULT_PREPARE_TTL_S, ImageRequest, PrepareImages
+from sandman.wire.image_preparation import Preparation as PreparationView
 
+from .announcement import AsyncPreparation
+from .create_options import CreateOptions
 from .errors import SandmanError, error_for
-from .preparation import AsyncPreparation
 from .sandbox import AsyncSandbox
-from .settings import Limits, RetryPolicy, Timeouts, resolve_token, resolve_url
+from .settings import Limits, RetryPolicy, Timeouts, resolve_ca_file, resolve_token, resolve_url
 from .transport import Transport
 
 __all__ = ["AsyncSandman", "new_owner"]
@@ -60,6 +67,16 @@ def new_owner() -> str:
 
 
 class AsyncSandman:
+    """The trainer's connection to Sandman for one run: ``async with`` renews the owner
+    lease while the block runs and releases the run's sandboxes when it ends."""
+
+    #: The run id every sandbox of this client is labelled with.
+    owner: str
+    #: The owner lease's duration; None: no lease.
+    lease_s: int | None
+    #: Whether closing the client releases the owner's sandboxes.
+    release_on_exit: bool
+
     def __init__(
         self,
         url: str | None = None,
@@ -71,23 +88,31 @@ class AsyncSandman:
         retry: RetryPolicy | None = None,
         lease_s: int | None = 60,
         release_on_exit: bool = True,
+        ca_file: str | None = None,
     ) -> None:
         """``url``/``token`` default to ``SANDMAN_URL``/``SANDMAN_TOKEN``; ``owner`` to a new
         run id; ``lease_s=None`` turns the owner lease off (sandboxes then live to their TTL
-        if the trainer dies)."""
+        if the trainer dies); ``ca_file`` (default ``SANDMAN_CA_FILE``): the PEM CA bundle an
+        ``https://`` facade's certificate is checked against instead of the system's."""
         self.owner = owner or new_owner()
         self.lease_s = lease_s
         self.release_on_exit = release_on_exit
         url, token = resolve_url(url), resolve_token(token)
         timeouts, retry = timeouts or Timeouts(), retry or RetryPolicy()
+        ca_file = resolve_ca_file(ca_file)
         self.transport = Transport(
-            url, token, timeouts=timeouts, limits=limits or Limits(), retry=retry
+            url, token, timeouts=timeouts, limits=limits or Limits(), retry=retry, ca_file=ca_file
         )
         #: The lease has a connection of its own: renewals must not queue behind this
         #: client's long-polls (waits on 256 sandboxes fill the pool for 20 s at a time), or
         #: the lease lapses and the facade deletes every sandbox of the owner.
         self._lease_transport = Transport(
-            url, token, timeouts=timeouts, limits=Limits(max_connections=1), retry=retry
+            url,
+            token,
+            timeouts=timeouts,
+            limits=Limits(max_connections=1),
+            retry=retry,
+            ca_file=ca_file,
         )
         self._lease_task: asyncio.Task[None] | None = None
 
@@ -131,51 +156,30 @@ class AsyncSandman:
         await self.transport.close()
 
     # --- create ---------------------------------------------------------------------------
-    def _spec(
-        self,
-        image: str,
-        sandbox_class: str,
-        ttl_s: int,
-        idle_timeout_s: int | None,
-        env: dict[str, str] | None,
-        labels: dict[str, str] | None,
-    ) -> CreateSandbox:
-        return CreateSandbox(
-            image=image,
-            owner=self.owner,
-            sandbox_class=sandbox_class,
-            ttl_s=ttl_s,
-            idle_timeout_s=idle_timeout_s,
-            env=env or {},
-            labels=labels or {},
-        )
-
+    @with_create_options
     async def create(
         self,
         image: str,
         *,
-        sandbox_class: str = DEFAULT_CLASS,
-        ttl_s: int = DEFAULT_TTL_S,
-        idle_timeout_s: int | None = None,
-        env: dict[str, str] | None = None,
-        labels: dict[str, str] | None = None,
         wait: bool = True,
         timeout_s: float | None = None,
         idempotency_key: str | None = None,
+        **spec: Unpack[CreateOptions],
     ) -> AsyncSandbox:
-        """One sandbox; with ``wait`` (default) it is ready when this returns.
+        """One sandbox of ``image``; with ``wait`` (default) it is ready when this returns.
 
         If waiting fails (the image cannot be pulled, the timeout passes, the caller is
-        cancelled) the sandbox is released before the exception propagates.
-        ``idempotency_key`` (default: a fresh one per call) makes the create safe to repeat
-        across trainer restarts too, e.g. ``f"{run}-{step}-{task}"``.
+        cancelled) the sandbox is released before the exception propagates; ``timeout_s``
+        bounds the wait (default ``Timeouts.ready_s``). ``idempotency_key`` (default: a
+        fresh one per call) makes the create safe to repeat across trainer restarts too,
+        e.g. ``f"{run}-{step}-{task}"``.
         """
-        spec = self._spec(image, sandbox_class, ttl_s, idle_timeout_s, env, labels)
+        body = build_spec(image, self.owner, spec)
         view = await self.transport.request(
             "POST",
             "/v1/sandboxes",
             SandboxView,
-            body=spec,
+            body=body,
             headers={"Idempotency-Key": idempotency_key or uuid.uuid4().hex},
             idempotent=True,
         )
@@ -188,20 +192,17 @@ class AsyncSandman:
                 raise
         return sandbox
 
+    @with_create_options
     async def create_many(
         self,
         n: int,
         image: str,
         *,
-        sandbox_class: str = DEFAULT_CLASS,
-        ttl_s: int = DEFAULT_TTL_S,
-        idle_timeout_s: int | None = None,
-        env: dict[str, str] | None = None,
-        labels: dict[str, str] | None = None,
         wait: bool = True,
         timeout_s: float | None = None,
         idempotency_key: str | None = None,
         group: str | None = None,
+        **spec: Unpack[CreateOptions],
     ) -> list[AsyncSandbox]:
         """``n`` sandboxes from one spec: one ``POST /v1/batches`` per 5000, members that
         failed (e.g. throttled) retried with the same key, then all waited for at once.
@@ -213,13 +214,13 @@ class AsyncSandman:
         """
         if group is not None and n > MAX_BATCH:
             raise ValueError(f"a group has at most {MAX_BATCH} sandboxes, not {n}")
-        spec = self._spec(image, sandbox_class, ttl_s, idle_timeout_s, env, labels)
+        body = build_spec(image, self.owner, spec)
         key = idempotency_key or uuid.uuid4().hex
         chunks = [(i, min(MAX_BATCH, n - i)) for i in range(0, n, MAX_BATCH)]
         sandboxes: list[AsyncSandbox] = []
         try:
             for start, count in chunks:
-                views = await self._batch(spec, count, f"{key}-{start}", group)
+                views = await self._batch(body, count, f"{key}-{start}", group)
                 sandboxes += [AsyncSandbox(self.transport, v) for v in views]
             if wait:
                 await _wait_all(sandboxes, timeout_s, self.transport.limits.wait_concurrency)

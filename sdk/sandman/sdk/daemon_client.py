@@ -7,14 +7,15 @@ It is never imported by the daemon itself (the bundle stays free of aiohttp).
 The trainer SDK (``sandman.sdk``) reuses this client for every tool call through the facade:
 the facade serves the daemon's operations unchanged under ``/v1/sandboxes/{id}/``, so only the
 path ``prefix`` and the exception type (``errors``) differ, and there is one implementation of
-each operation, not two.
+each operation, not two. Either way an error answer is a :class:`~sandman.sdk.errors.SandmanError`:
+the SDK's typed classes through the facade, a :class:`DaemonAPIError` (retriable as the one
+table of reasons says) against a daemon.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
@@ -44,6 +45,9 @@ from sandman.wire.daemon import (
     SessionRunResult,
     SignalRequest,
 )
+from sandman.wire.errors import decode_error, kind_of
+
+from .errors import ClientReason, SandmanError, parse_retry_after
 
 __all__ = ["ClientTimeouts", "DaemonAPIError", "ErrorFactory", "SandboxClient", "parse_error"]
 
@@ -51,22 +55,25 @@ T = TypeVar("T")
 LARGE_BODY = 1 << 20
 
 
-class DaemonAPIError(Exception):
-    """The daemon answered with an error: HTTP status plus its machine-readable reason."""
+class DaemonAPIError(SandmanError):
+    """The daemon answered with an error: its message, reason and HTTP status; ``retriable``
+    as the reason's row of :mod:`sandman.wire.errors` says (its status's, for a reason the
+    table lacks)."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
+    def __init__(
+        self, message: str, *, reason: str, status: int, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message, reason=reason, status=status, retry_after_s=retry_after_s)
+        self.retriable = kind_of(status, reason).retriable
 
 
 ErrorFactory = Callable[[int, str, str, Mapping[str, str]], Exception]
 """Builds the exception raised for an error answer: (status, reason, message, headers)."""
 
 
-def _daemon_error(status: int, reason: str, message: str, _headers: Mapping[str, str]) -> Exception:
-    return DaemonAPIError(status, reason, message)
+def _daemon_error(status: int, reason: str, message: str, headers: Mapping[str, str]) -> Exception:
+    retry_after_s = parse_retry_after(headers)
+    return DaemonAPIError(message, reason=reason, status=status, retry_after_s=retry_after_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,8 +310,9 @@ def _params(params: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def parse_error(raw: bytes) -> tuple[str, str]:
-    try:
-        error = json.loads(raw)["error"]
-        return str(error["reason"]), str(error["message"])
-    except (ValueError, KeyError, TypeError):
-        return "http_error", raw[:200].decode(errors="replace")
+    """An error answer's reason and message (the wire model ``ErrorBody``); a body that is
+    not one (a proxy's page) is ``http_error`` with its first bytes as the message."""
+    error = decode_error(raw)
+    if error is None:
+        return ClientReason.HTTP_ERROR, raw[:200].decode(errors="replace")
+    return error.reason, error.message

@@ -1,10 +1,14 @@
-"""Typed SDK exceptions: one class per thing a trainer branches on, mapped from ``reason``.
+"""Typed SDK exceptions: one class per thing a trainer branches on, decoded from ``reason``.
 
 The facade and the sandbox daemon answer every failure as ``{"error": {"reason", "message"}}``
 with a stable machine-readable ``reason``; the SDK turns that into an exception whose *type*
-answers the question trainer code actually asks: retry, or give up on this sandbox?
+answers the question trainer code actually asks: retry, or give up on this sandbox? Which
+class a reason becomes is not decided here: the one table of reasons
+(:mod:`sandman.wire.errors`, which the servers raise from too) gives each reason its kind,
+and :data:`CLASS_OF` names the class of each kind; a reason the table lacks (a newer server,
+a gateway's own page) falls back to its status.
 
-- :class:`RetriableError`: the same call may succeed later (429 with ``retry_after``, 502,
+- :class:`RetriableError`: the same call may succeed later (429 with ``retry_after_s``, 502,
   503, 504, a reset connection). The SDK retries idempotent calls itself; what reaches you
   has exhausted the :class:`~sandman.sdk.settings.RetryPolicy`.
 - :class:`TerminalError`: retrying the same call cannot help (bad input, bad token, a sandbox
@@ -15,14 +19,20 @@ Causes are chained (``raise ... from``), so the transport error stays in the tra
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
+
+from sandman.base.errors import Failure
+from sandman.wire.errors import Kind, kind_of
 
 if TYPE_CHECKING:
     from sandman.wire.facade import Sandbox as SandboxView
 
 __all__ = [
+    "CLASS_OF",
     "AdmissionFailed",
+    "ClientReason",
     "CommandFailed",
     "Conflict",
     "ConnectionFailed",
@@ -54,20 +64,43 @@ __all__ = [
 ]
 
 
-class SandmanError(Exception):
-    """Any failure reported by Sandman: HTTP ``status`` (0: no answer), ``reason``, ``message``."""
+class ClientReason(enum.StrEnum):
+    """The reasons of failures the SDK finds itself, which no server answered (so they are
+    not in the wire table, :class:`sandman.wire.errors.Reason`, and never collide with it)."""
 
-    retriable = False
+    #: No HTTP answer: refused, reset, timed out on our side.
+    CONNECTION_FAILED = "connection_failed"
+    #: A tool call without an answer within its bound.
+    TOOL_CALL_TIMEOUT = "tool_call_timeout"
+    #: An answer that is not the operation's model.
+    INVALID_RESPONSE = "invalid_response"
+    #: An error answer whose body is not ``{"error": {...}}`` (a proxy's page): by status.
+    HTTP_ERROR = "http_error"
+    #: ``CommandResult.check()`` of a command that failed or timed out.
+    COMMAND_FAILED = "command_failed"
+    #: ``wait_ready`` ran out of time; ``UNSCHEDULABLE`` when no node could take it.
+    SANDBOX_TIMEOUT = "sandbox_timeout"
+    UNSCHEDULABLE = "unschedulable"
+    #: An announcement's ``wait_ready``: timed out, or the announcement ended.
+    PREPARATION_TIMEOUT = "preparation_timeout"
+    PREPARATION_INVALID = "preparation_invalid"
+    PREPARATION_EXPIRED = "preparation_expired"
+
+
+class SandmanError(Failure):
+    """Any failure reported by Sandman: ``message``, then ``reason`` (stable,
+    machine-readable), HTTP ``status`` (0: no answer), ``retry_after_s`` (the server's
+    ``Retry-After``, if it said) and ``retriable`` (the class's)."""
 
     def __init__(
-        self, status: int, reason: str, message: str, *, retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        reason: str,
+        status: int = 0,
+        retry_after_s: float | None = None,
     ) -> None:
-        super().__init__(f"{reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-        #: Seconds the server asked us to wait (``Retry-After``), if it said.
-        self.retry_after = retry_after
+        super().__init__(message, reason=reason, status=status, retry_after_s=retry_after_s)
 
 
 class RetriableError(SandmanError):
@@ -86,7 +119,7 @@ class ConnectionFailed(RetriableError):
 
 
 class RateLimited(RetriableError):
-    """429: ``rate_limited``, ``cluster_throttled``, ``too_many_execs``...; see ``retry_after``."""
+    """429: ``rate_limited``, ``cluster_throttled``, ``too_many_execs``...: ``retry_after_s``."""
 
 
 class QuotaExceeded(RateLimited):
@@ -148,14 +181,14 @@ class SandboxTerminated(TerminalError):
 
     def __init__(
         self,
-        status: int,
-        reason: str,
         message: str,
         *,
-        retry_after: float | None = None,
+        reason: str,
+        status: int = 0,
+        retry_after_s: float | None = None,
         sandbox: SandboxView | None = None,
     ) -> None:
-        super().__init__(status, reason, message, retry_after=retry_after)
+        super().__init__(message, reason=reason, status=status, retry_after_s=retry_after_s)
         #: The sandbox's last known state (``state``, ``reason``, ``message``), if known.
         self.sandbox = sandbox
 
@@ -193,39 +226,23 @@ class PreparationTimeout(TerminalError):
     """``wait_ready`` of an announcement timed out; the announcement still counts."""
 
 
-_BY_REASON: dict[str, type[SandmanError]] = {
-    "quota_exceeded": QuotaExceeded,
-    "rate_limited": RateLimited,
-    "cluster_throttled": RateLimited,
-    "cluster_error": ServerError,
-    "cluster_forbidden": ServerError,
-    "sandbox_not_found": SandboxNotFound,
-    "sandbox_not_ready": SandboxNotReady,
-    "sandbox_terminated": SandboxTerminated,
-    "sandbox_failed": SandboxFailed,
-    "daemon_unreachable": DaemonUnreachable,
-    "daemon_timeout": DaemonTimeout,
-    "cluster_unavailable": ServiceUnavailable,
-    "unschedulable": Unschedulable,
-    "image_pull_failed": ImagePullFailed,
-    "admission_failed": AdmissionFailed,
-    "preparation_timeout": PreparationTimeout,
-    # The facade's secret or the pod changed under us: retrying the same call will not help.
-    "daemon_rejected_token": ServerError,
-}
-_BY_STATUS: dict[int, type[SandmanError]] = {
-    400: InvalidRequest,
-    401: Unauthenticated,
-    403: PermissionDenied,
-    404: NotFound,
-    405: InvalidRequest,
-    409: Conflict,
-    410: SandboxTerminated,
-    413: InvalidRequest,
-    429: RateLimited,
-    502: ServiceUnavailable,
-    503: ServiceUnavailable,
-    504: ServiceUnavailable,  # a gateway in front of the facade; daemon_timeout is mapped above
+#: The exception class of each kind of answer (:class:`sandman.wire.errors.Kind`).
+CLASS_OF: dict[Kind, type[SandmanError]] = {
+    Kind.INVALID_REQUEST: InvalidRequest,
+    Kind.UNAUTHENTICATED: Unauthenticated,
+    Kind.PERMISSION_DENIED: PermissionDenied,
+    Kind.NOT_FOUND: NotFound,
+    Kind.SANDBOX_NOT_FOUND: SandboxNotFound,
+    Kind.CONFLICT: Conflict,
+    Kind.SANDBOX_NOT_READY: SandboxNotReady,
+    Kind.SANDBOX_TERMINATED: SandboxTerminated,
+    Kind.SANDBOX_FAILED: SandboxFailed,
+    Kind.SERVER_ERROR: ServerError,
+    Kind.RATE_LIMITED: RateLimited,
+    Kind.QUOTA_EXCEEDED: QuotaExceeded,
+    Kind.SERVICE_UNAVAILABLE: ServiceUnavailable,
+    Kind.DAEMON_UNREACHABLE: DaemonUnreachable,
+    Kind.DAEMON_TIMEOUT: DaemonTimeout,
 }
 
 
@@ -243,8 +260,8 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
 def error_for(
     status: int, reason: str, message: str, headers: Mapping[str, str] | None = None
 ) -> SandmanError:
-    """The typed exception for an error answer (reason first, then the status)."""
-    cls = _BY_REASON.get(reason) or _BY_STATUS.get(status)
-    if cls is None:
-        cls = ServerError if status >= 500 else InvalidRequest
-    return cls(status, reason, message, retry_after=parse_retry_after(headers or {}))
+    """The typed exception for an error answer: the class of the reason's kind in the table,
+    or of its status for a reason the table lacks (:func:`sandman.wire.errors.kind_of`)."""
+    cls = CLASS_OF[kind_of(status, reason)]
+    retry_after_s = parse_retry_after(headers or {})
+    return cls(message, reason=reason, status=status, retry_after_s=retry_after_s)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from sandman.wire.daemon import ExecEvent, ExecResult, Output, ProcessOutput, SessionRunResult
 
-from .errors import CommandFailed
+from .errors import ClientReason, CommandFailed
 
 __all__ = [
     "CommandResult",
@@ -81,7 +81,9 @@ class CommandResult:
         """Self if the command succeeded, else raise :class:`CommandFailed`."""
         if not self.ok:
             what = "timed out" if self.timed_out else f"exited with {self.exit_code}"
-            raise CommandFailed(0, "command_failed", f"{what}; stderr: {self.stderr[-500:]!r}")
+            raise CommandFailed(
+                f"{what}; stderr: {self.stderr[-500:]!r}", reason=ClientReason.COMMAND_FAILED
+            )
         return self
 
 

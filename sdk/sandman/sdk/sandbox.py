@@ -27,6 +27,7 @@ from sandman.wire.facade import Sandbox as SandboxView
 
 from .errors import (
     AdmissionFailed,
+    ClientReason,
     ImagePullFailed,
     SandboxFailed,
     SandboxNotFound,
@@ -65,21 +66,30 @@ def state_error(view: SandboxView) -> SandboxTerminated:
     message = f"sandbox {view.id} is {view.state}" + (f": {view.message}" if view.message else "")
     if view.state == "failed":
         cls = _FAILED.get(reason, SandboxFailed)
-        return cls(410, reason, message, sandbox=view)
-    return SandboxTerminated(410, reason, message, sandbox=view)
+        return cls(message, reason=reason, status=410, sandbox=view)
+    return SandboxTerminated(message, reason=reason, status=410, sandbox=view)
 
 
 def _timeout_error(view: SandboxView, timeout_s: float) -> SandboxStartError:
     message = f"sandbox {view.id} not ready after {timeout_s:.0f} s: {view.state}"
     if view.message:
         message += f" ({view.message})"
-    if view.reason == "unschedulable":
-        return Unschedulable(408, "unschedulable", message, sandbox=view)
-    return SandboxTimeout(408, "sandbox_timeout", message, sandbox=view)
+    if view.reason == ClientReason.UNSCHEDULABLE:  # the state's reason becomes the error's
+        return Unschedulable(message, reason=ClientReason.UNSCHEDULABLE, status=408, sandbox=view)
+    return SandboxTimeout(message, reason=ClientReason.SANDBOX_TIMEOUT, status=408, sandbox=view)
 
 
 class AsyncSandbox:
     """A handle on one sandbox; cheap to create (no I/O until a call)."""
+
+    # The attributes a trainer may read (the blocking twin, generated from this class,
+    # mirrors them: ``sandman.sdk.blocking.sandbox``).
+    #: The facade's record as last seen: state, reason, node, labels, timestamps.
+    view: SandboxView
+    #: Files in the sandbox.
+    files: AsyncFiles
+    #: Background processes in the sandbox.
+    processes: AsyncProcesses
 
     def __init__(self, transport: Transport, view: SandboxView) -> None:
         self._transport = transport

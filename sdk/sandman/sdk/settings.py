@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from sandman.wire.backoff import Backoff, RandomSource
+from sandman.base.backoff import Backoff, RandomSource
 from sandman.wire.keepalive import POOLED_IDLE_S
 
-__all__ = ["Limits", "RetryPolicy", "Timeouts", "resolve_token", "resolve_url"]
+__all__ = ["Limits", "RetryPolicy", "Timeouts", "resolve_ca_file", "resolve_token", "resolve_url"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ class RetryPolicy:
     """Exponential backoff, each delay drawn between half and all of the step (equal jitter:
     clients that failed together do not retry together, and none comes back at once), and
     never shorter than the server's ``Retry-After``. The delays are computed by
-    :class:`sandman.wire.backoff.Backoff`, the one helper every Sandman retry loop uses."""
+    :class:`sandman.base.backoff.Backoff`, the one helper every Sandman retry loop uses."""
 
     attempts: int = 6
     initial_s: float = 0.2
@@ -74,15 +74,12 @@ class RetryPolicy:
             max_retry_after_s=self.max_retry_after_s,
         )
 
-    def delay(self, attempt: int, retry_after: float | None, rng: RandomSource) -> float:
-        """Seconds to sleep before retry number ``attempt`` (1-based)."""
-        return self.backoff.delay(attempt, retry_after, rng)
-
     def retry_delay(
         self, attempt: int, retry_after: float | None, rng: RandomSource
     ) -> float | None:
         """The sleep before retry ``attempt``, or None to give up: the attempts are spent,
-        or the server's ``Retry-After`` is longer than ``max_retry_after_s``."""
+        or the server's ``Retry-After`` is longer than ``max_retry_after_s``. The one
+        decision of every SDK retry loop (``Transport.retry_delay`` asks it)."""
         backoff = self.backoff
         if attempt >= self.attempts or not backoff.honours(retry_after):
             return None
@@ -100,3 +97,8 @@ def resolve_url(url: str | None) -> str:
 def resolve_token(token: str | None) -> str:
     """An explicit token, else ``SANDMAN_TOKEN`` (empty: every call answers 401)."""
     return token or os.environ.get("SANDMAN_TOKEN", "")
+
+
+def resolve_ca_file(ca_file: str | None) -> str | None:
+    """An explicit CA bundle, else ``SANDMAN_CA_FILE``; none: the system's trust store."""
+    return ca_file or os.environ.get("SANDMAN_CA_FILE") or None

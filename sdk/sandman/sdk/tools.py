@@ -31,8 +31,9 @@ import anyio
 
 from sandman.sdk.daemon_client import SandboxClient
 from sandman.wire.daemon import DirEntry, FileStat, ProcessInfo
+from sandman.wire.errors import Reason
 
-from .errors import Conflict, ConnectionFailed, NotFound, SandmanError
+from .errors import ClientReason, Conflict, ConnectionFailed, NotFound, SandmanError
 from .results import ProcessLogs, SessionResult
 from .settings import Timeouts
 
@@ -60,7 +61,7 @@ def new_exec_id() -> str:
 
 def broken_connection(error: SandmanError) -> bool:
     """No answer came back on one hop or the other: the command may or may not have run."""
-    return error.reason in ("connection_failed", "daemon_unreachable")
+    return error.reason in (ClientReason.CONNECTION_FAILED, Reason.DAEMON_UNREACHABLE)
 
 
 class ToolCalls:
@@ -113,11 +114,13 @@ class ToolCalls:
                 yield
         except TimeoutError as e:
             raise ConnectionFailed(
-                0, "tool_call_timeout", f"{what} on {self.sandbox_id}: no answer in {limit:.0f} s"
+                f"{what} on {self.sandbox_id}: no answer in {limit:.0f} s",
+                reason=ClientReason.TOOL_CALL_TIMEOUT,
             ) from e
         except aiohttp.ClientError as e:
             raise ConnectionFailed(
-                0, "connection_failed", f"{what} on {self.sandbox_id}: {type(e).__name__}: {e}"
+                f"{what} on {self.sandbox_id}: {type(e).__name__}: {e}",
+                reason=ClientReason.CONNECTION_FAILED,
             ) from e
 
 
@@ -129,6 +132,9 @@ def command_fields(command: str | Sequence[str]) -> dict[str, Any]:
 
 class AsyncSession:
     """A persistent shell (``cd``, ``export`` and shell variables carry over between runs)."""
+
+    #: The session's name in its sandbox.
+    name: str
 
     def __init__(self, calls: ToolCalls, name: str) -> None:
         self._calls = calls
@@ -177,7 +183,7 @@ async def open_session(
         with calls.guard(f"session {name} create"):
             await calls.client.create_session(name, cwd=cwd, env=env or {}, shell=shell)
     except Conflict as e:
-        if e.reason != "session_exists":
+        if e.reason != Reason.SESSION_EXISTS:
             raise
     return AsyncSession(calls, name)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 from collections.abc import Mapping
 from typing import TypeVar
 
@@ -23,7 +24,14 @@ import msgspec
 
 from sandman.sdk.daemon_client import parse_error
 
-from .errors import ConnectionFailed, RetriableError, SandmanError, ServerError, error_for
+from .errors import (
+    ClientReason,
+    ConnectionFailed,
+    RetriableError,
+    SandmanError,
+    ServerError,
+    error_for,
+)
 from .settings import Limits, RetryPolicy, Timeouts
 
 __all__ = ["Transport"]
@@ -42,8 +50,11 @@ class Transport:
         limits: Limits,
         retry: RetryPolicy,
         user_agent: str = "sandman-sdk",
+        ca_file: str | None = None,
     ) -> None:
         self.url = url
+        #: Checked against this CA bundle for an https:// facade (None: the system's).
+        self.ca_file = ca_file
         self.token = token
         self.timeouts = timeouts
         self.limits = limits
@@ -59,8 +70,11 @@ class Transport:
         if self._closed:
             raise RuntimeError("this Sandman client is closed")
         if self._session is None:
+            tls = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else True
             connector = aiohttp.TCPConnector(
-                limit=self.limits.max_connections, keepalive_timeout=self.limits.keepalive_s
+                limit=self.limits.max_connections,
+                keepalive_timeout=self.limits.keepalive_s,
+                ssl=tls,
             )
             # No total timeout on the session: every call sets its own bound.
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeouts.connect_s)
@@ -105,7 +119,7 @@ class Transport:
 
         The one decision for every SDK retry loop (requests here, batch members in
         ``AsyncSandman.create_many``): :meth:`RetryPolicy.retry_delay`."""
-        return self.retry.retry_delay(attempt, error.retry_after, self._rng)
+        return self.retry.retry_delay(attempt, error.retry_after_s, self._rng)
 
     async def _once(
         self,
@@ -134,14 +148,16 @@ class Transport:
                 status, response_headers = response.status, response.headers
         except (aiohttp.ClientError, TimeoutError) as e:
             raise ConnectionFailed(
-                0, "connection_failed", f"{method} {path}: {type(e).__name__}: {e}"
+                f"{method} {path}: {type(e).__name__}: {e}", reason=ClientReason.CONNECTION_FAILED
             ) from e
         if status >= 400:
             raise _error(status, raw, response_headers)
         try:
             return msgspec.json.decode(raw, type=result)
         except msgspec.DecodeError as e:
-            raise ServerError(status, "invalid_response", f"{method} {path}: {e}") from e
+            raise ServerError(
+                f"{method} {path}: {e}", reason=ClientReason.INVALID_RESPONSE, status=status
+            ) from e
 
 
 def _query(params: Mapping[str, str | list[str]] | None) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from msgspec import Meta, Struct
 
 __all__ = [
     "Blob",
+    "ClaimRequest",
     "DaemonInfo",
     "DirEntry",
     "DirListing",
@@ -56,6 +57,19 @@ SignalName = Annotated[str, Meta(pattern=r"^(SIG)?[A-Z0-9]{2,8}$|^[0-9]{1,2}$")]
 
 class _Request(Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     pass
+
+
+class ClaimRequest(_Request, frozen=True):
+    """A pool sandbox's claim (``POST /v1/claim``, the facade's call, never proxied): the
+    claim's ``token`` replaces the pool token for every later call, ``env`` is merged into
+    every later exec, session and process, ``idle_timeout_s`` starts counting now.
+    ``claim`` names the claim (its SandboxClaim): the same claim repeated is accepted, any
+    other refused."""
+
+    claim: Name
+    token: Annotated[str, Meta(min_length=16, max_length=512)]
+    env: dict[str, str] = {}
+    idle_timeout_s: Seconds | None = None
 
 
 class Blob(Struct, frozen=True, kw_only=True):

@@ -59,9 +59,9 @@ __all__ = [
 
 MAX_BATCH = 5000
 #: What a create gets when it names no class / no TTL: the one definition of both defaults.
-#: ``CreateSandbox`` declares them; the SDK's ``create``/``create_many`` signatures, the
-#: ``sandman create`` options, the facade's pod request and its fallback class list use
-#: these names, never the values (tests/test_create_spec.py holds each side to it).
+#: ``CreateSandbox`` declares them; the SDK and the ``sandman create`` flags take them from
+#: the Struct (they pass on only what the caller gave), the facade's pod request and its
+#: fallback class list use these names, never the values.
 DEFAULT_CLASS: Final = "tiny"
 DEFAULT_TTL_S: Final = 3600
 
@@ -100,19 +100,37 @@ GroupName = Annotated[
 ]
 
 
-# The create spec, one type for both sides: the SDK builds it, the facade decodes it and
-# renders the pod from its fields, every value passed on. (A comment, not the docstring:
-# the docstring is the OpenAPI document's description of the request.)
+# The create request, defined once: the facade decodes and validates it and renders the pod
+# from its fields; the SDK's create keywords (``sandman.wire.create_request``, the generated
+# ``CreateOptions``), the ``sandman create`` flags and the trainer guide's table of create
+# fields are read from it, descriptions and defaults included. (A comment, not the
+# docstring: the docstring is the OpenAPI document's description of the request.)
 class CreateSandbox(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """One sandbox: an unmodified task image plus Sandman's daemon."""
 
-    image: ImageRef
-    owner: OwnerName
-    sandbox_class: str = msgspec.field(default=DEFAULT_CLASS, name="class")
-    ttl_s: Seconds = DEFAULT_TTL_S
-    idle_timeout_s: Seconds | None = None
-    env: dict[EnvName, EnvValue] = msgspec.field(default_factory=dict)
-    labels: dict[LabelName, LabelValue] = msgspec.field(default_factory=dict)
+    image: Annotated[ImageRef, msgspec.Meta(description="the task image, pulled unmodified")]
+    owner: Annotated[
+        OwnerName,
+        msgspec.Meta(description="the run it belongs to (a label value, 1-63 characters)"),
+    ]
+    sandbox_class: Annotated[
+        str, msgspec.Meta(description="the sandbox class: CPU, memory, runtime (GET /v1/classes)")
+    ] = msgspec.field(default=DEFAULT_CLASS, name="class")
+    ttl_s: Annotated[
+        Seconds, msgspec.Meta(description="seconds after its creation the sandbox is deleted")
+    ] = DEFAULT_TTL_S
+    idle_timeout_s: Annotated[
+        Seconds | None,
+        msgspec.Meta(description="seconds without a tool call after which it ends; unset: never"),
+    ] = None
+    env: Annotated[
+        dict[EnvName, EnvValue],
+        msgspec.Meta(description="environment variables of every command run in the sandbox"),
+    ] = msgspec.field(default_factory=dict)
+    labels: Annotated[
+        dict[LabelName, LabelValue],
+        msgspec.Meta(description="labels to find the sandbox by (list ?label=k=v)"),
+    ] = msgspec.field(default_factory=dict)
 
 
 class CreateBatch(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

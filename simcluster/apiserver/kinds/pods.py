@@ -9,17 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from simcluster.apiserver import pods
+from simcluster.apiserver import pods, podsecurity
 from simcluster.apiserver.kinds.quotas import QuotaLedger
 from simcluster.apiserver.resources import ResourceType
 from simcluster.apiserver.strategy import Strategy, StrategyContext
 from simcluster.apiserver.validation.fields import Cause
 from simcluster.apiserver.validation.podspec import pod_spec_causes
-from simcluster.errors import BadRequest
+from simcluster.errors import BadRequest, Forbidden
 
 __all__ = ["PodStrategy"]
 
 Obj = dict[str, Any]
+NAMESPACES = "/namespaces"
 _BOUND = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
@@ -28,6 +29,8 @@ class PodStrategy(Strategy):
 
     def __init__(self, ctx: StrategyContext) -> None:
         self.writer = ctx.writer
+        self.objects = ctx.objects
+        self.exempt_runtime_classes = frozenset(ctx.exempt_runtime_classes)
         self.quota = QuotaLedger(ctx.objects, ctx.writer, ctx.registry)
 
     def prepare_create(self, rt: ResourceType, obj: Obj) -> None:
@@ -37,10 +40,28 @@ class PodStrategy(Strategy):
         return pod_spec_causes(obj.get("spec"))
 
     def validate_create(self, rt: ResourceType, obj: Obj) -> None:
-        """Validation first, then quota admission (a validating admission plugin, which
-        upstream runs after the strategy's ``Validate``: a bad pod is 422, not 403)."""
+        """Validation first, then the validating admission plugins, which upstream runs
+        after the strategy's ``Validate`` (a bad pod is 422, not 403): PodSecurity, then
+        ResourceQuota, in upstream's plugin order."""
         super().validate_create(rt, obj)
+        self.admit_pod_security(obj)
         self.quota.admit(obj)
+
+    def validate_update(self, rt: ResourceType, new: Obj, old: Obj, subresource: str) -> None:
+        super().validate_update(rt, new, old, subresource)
+        if not subresource and podsecurity.significant_update(new, old):
+            self.admit_pod_security(new)
+
+    def admit_pod_security(self, pod: Obj) -> None:
+        """403 for a pod its namespace's `enforce` level forbids (``podsecurity``), unless
+        its RuntimeClass is exempt by configuration."""
+        if pod["spec"].get("runtimeClassName") in self.exempt_runtime_classes:
+            return
+        namespace = self.objects.get(NAMESPACES, "", pod["metadata"]["namespace"]) or {}
+        policy = podsecurity.policy_of((namespace.get("metadata") or {}).get("labels"))
+        why = podsecurity.refusal(policy, pod)
+        if why is not None:
+            raise Forbidden.for_object("pods", "", pod["metadata"]["name"], why)
 
     def after_create(self, rt: ResourceType, obj: Obj) -> None:
         self.quota.refresh(obj["metadata"]["namespace"])

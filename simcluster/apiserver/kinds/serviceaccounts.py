@@ -43,7 +43,10 @@ class ServiceAccountStrategy(Strategy):
             "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
             "spec": spec,
             "status": {
-                "token": self.auth.issue(service_account_user(namespace, name)),
+                "token": self.auth.issue(
+                    service_account_user(namespace, name),
+                    tuple(str(a) for a in spec.get("audiences") or ()),
+                ),
                 "expirationTimestamp": rfc3339(now() + dt.timedelta(seconds=seconds)),
             },
         }
