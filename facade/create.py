@@ -151,6 +151,7 @@ class CreatePath:
         self, tenant: Tenant, request: _Request, sandbox_class: SandboxClass, member: int
     ) -> Obj:
         sid, group = request.ids[member], request.group
+        salt = self.minter.new_salt()
         return render_pod(
             request.spec,
             sandbox_class,
@@ -158,7 +159,8 @@ class CreatePath:
             name=sid,
             namespace=tenant.namespace,
             tenant=tenant.name,
-            token=self.minter.token_for(tenant.namespace, sid),
+            token=self.minter.token_for(tenant.namespace, sid, salt),
+            token_salt=salt,
             now=datetime.now(UTC),
             digest=request.digest,
             group=None if group is None else (group, len(request.ids)),

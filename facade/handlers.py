@@ -359,12 +359,12 @@ class FacadeHandlers:
             )
         pod = self.index.current_pod(tenant.namespace, sid)
         ip = ((pod or {}).get("status") or {}).get("podIP")
-        if sandbox.state != "ready" or not ip:
+        if pod is None or sandbox.state != "ready" or not ip:
             raise FacadeError(
                 f"sandbox {sid} is {sandbox.state}; wait for ready",
                 reason=Reason.SANDBOX_NOT_READY,
             )
-        token = self.service.minter.token_for(tenant.namespace, sid)
+        token = self.service.minter.token_of(pod)
         waits = call.operation in LONG_WAITS or "wait" in request.query
         body = await self._command_body(request, entry)  # a refused call's command too
         with self.in_flight.hold(tenant, WAIT if waits else CALL):

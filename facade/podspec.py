@@ -49,6 +49,7 @@ from kube.contract import (
     ANNOTATION_GROUP_SIZE,
     ANNOTATION_IDLE_TIMEOUT,
     ANNOTATION_REQUEST_DIGEST,
+    ANNOTATION_TOKEN_SALT,
     LABEL_CLASS,
     LABEL_OWNER,
     LABEL_SANDBOX,
@@ -138,13 +139,15 @@ def render_pod(
     tenant: str,
     token: str,
     now: datetime,
+    token_salt: str = "",
     digest: str | None = None,
     group: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
     """The Pod manifest for one sandbox of ``request`` (validated when it was decoded), of
     ``sandbox_class`` (the request's class, resolved by the caller). ``digest``: what the
     Idempotency-Key was used for (the request's digest); ``group``: the batch's group name
-    and size, for the binder's all-or-nothing placement."""
+    and size, for the binder's all-or-nothing placement; ``token_salt``: what ``token`` was
+    derived with (facade/tokens.py), kept in the pod for the facade to derive it again."""
     resources = {"cpu": sandbox_class.cpu, "memory": sandbox_class.memory}
     if sandbox_class.ephemeral_storage:
         resources["ephemeral-storage"] = sandbox_class.ephemeral_storage
@@ -165,6 +168,8 @@ def render_pod(
     annotations = {ANNOTATION_EXPIRES_AT: format_time(expires)}
     if request.idle_timeout_s:
         annotations[ANNOTATION_IDLE_TIMEOUT] = str(request.idle_timeout_s)
+    if token_salt:
+        annotations[ANNOTATION_TOKEN_SALT] = token_salt
     if digest is not None:
         annotations[ANNOTATION_REQUEST_DIGEST] = digest
     if group is not None:

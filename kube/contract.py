@@ -38,3 +38,6 @@ ANNOTATION_REQUEST_DIGEST = "sandman.io/request-digest"
 #: as fit (scheduler/gang.py; scheduler.decoder spells the same strings).
 ANNOTATION_GROUP = "sandman.io/group"
 ANNOTATION_GROUP_SIZE = "sandman.io/group-size"
+#: A random value drawn once per pod: the sandbox's token is derived from it too
+#: (facade/tokens.py), so a sandbox re-created under the same name gets another token.
+ANNOTATION_TOKEN_SALT = "sandman.io/token-salt"

@@ -74,7 +74,7 @@ async def _exec_overhead(workdir: Path, rounds: int, per_round: int) -> list[str
             async with await KubeClient.connect(kubeconfig=str(stack.kubeconfig)) as kube:
                 pod = await kube.get(PODS, sid, "sandman-dev")
             config = load_config(workdir / "exec" / "facade.yaml")
-            token = config.minter.token_for("sandman-dev", sid)
+            token = config.minter.token_of(pod)
             url = f"http://{pod['status']['podIP']}:{DAEMON_PORT}"
             via: list[float] = []
             direct: list[float] = []

@@ -125,7 +125,7 @@ async def test_no_token_is_anywhere_in_the_sandbox(
     attacker, neighbour = pair
     patterns = "/tmp/.patterns"  # in a file: a pattern on the command line would find itself
     for sandbox in pair:
-        token = minter.token_for(NAMESPACE, sandbox.id)
+        token = minter.token_of(await _pod(cri_stack, sandbox.id))
         await attacker.files.write(patterns, f"{token}\nSANDMAN_TOKEN\n")
         found = await attacker.exec(
             "for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' '\\n' < $f; done"

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from daemon.sandbox.layout import token_digest
+from facade.podspec import DaemonDelivery, SandboxClass, render_pod
 from facade.tenancy import TenancyError, TenantDirectory
 from facade.tokens import TokenMinter
 from kube.ratelimit import TokenBucket
+from sandman.wire.facade import CreateSandbox
 
 
 def _digest(token: str) -> str:
@@ -99,9 +104,39 @@ def test_invalid_tenant_files_are_rejected_clearly(text: str) -> None:
 
 def test_tokens_are_derived_deterministically_and_per_sandbox() -> None:
     minter = TokenMinter(b"s" * 32)
-    assert minter.token_for("ns", "sb-1") == TokenMinter(b"s" * 32).token_for("ns", "sb-1")
-    assert minter.token_for("ns", "sb-1") != minter.token_for("ns", "sb-2")
-    assert minter.token_for("ns", "sb-1") != TokenMinter(b"t" * 32).token_for("ns", "sb-1")
+    salt = minter.new_salt()
+    token = minter.token_for("ns", "sb-1", salt)
+    assert token == TokenMinter(b"s" * 32).token_for("ns", "sb-1", salt)
+    assert token != minter.token_for("ns", "sb-2", salt)
+    assert token != TokenMinter(b"t" * 32).token_for("ns", "sb-1", salt)
+    # The same name re-created draws another salt: the old token drives nothing after it.
+    assert minter.new_salt() != salt
+    assert token != minter.token_for("ns", "sb-1", minter.new_salt())
+    assert token != minter.token_for("ns", "sb-1", "")  # nor a pod from before salts
+
+
+def test_the_token_of_a_pod_is_the_one_its_verifier_was_made_from() -> None:
+    """What the proxy derives from a pod (its sandbox label, namespace, salt annotation)
+    matches the verifier the create path put in it, for the original and its replacement."""
+    minter = TokenMinter(b"s" * 32)
+    salt = minter.new_salt()
+    pod = render_pod(
+        CreateSandbox(image="busybox", owner="run-1"),
+        SandboxClass(name="tiny"),
+        DaemonDelivery("local-process", python=("python3",)),
+        name="sb-1",
+        namespace="ns",
+        tenant="t",
+        token=minter.token_for("ns", "sb-1", salt),
+        token_salt=salt,
+        now=datetime.now(UTC),
+    )
+    (container,) = pod["spec"]["containers"]
+    verifier = next(e["value"] for e in container["env"] if e["name"] == "SANDMAN_TOKEN_SHA256")
+    assert token_digest(minter.token_of(pod)).hex() == verifier
+    replacement = copy.deepcopy(pod)
+    replacement["metadata"]["name"] = "sb-1-r1"
+    assert minter.token_of(replacement) == minter.token_of(pod)
     with pytest.raises(ValueError, match="at least 32 bytes"):
         TokenMinter(b"short")
 

@@ -57,7 +57,7 @@ def test_rendered_sandbox_pod_runs_the_real_daemon(tmp_path: Path) -> None:
         nodes=1, runtime="process", node=NodeSettings(preloaded_images=(IMAGE,))
     )
     minter = TokenMinter(b"k" * 32)
-    token = minter.token_for("sb-test", "sb-1")
+    token = minter.token_for("sb-test", "sb-1", "")
     pod = render_pod(
         CreateSandbox(image=IMAGE, owner="run-1", env={"TASK_NAME": "demo"}),
         SandboxClass(name="tiny"),
