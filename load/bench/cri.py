@@ -14,6 +14,12 @@ on a private containerd + registry (devstack.containerd) with busybox-static ima
 - **facade create → Ready** in the ``cri`` runtime: the SDK's ``create`` (which returns at
   Ready) through the whole stack (facade, controller, simcluster's cri profile), one sandbox
   at a time, image prepared.
+- **what the hardening costs a tool call** (``--only hardening``): two daemons side by side,
+  one in a container as the facade renders it (every capability dropped, no_new_privs,
+  seccomp RuntimeDefault), one with the runtime's defaults; the same tool calls sent
+  straight to each (no facade hop), interleaved round by round: ``exec true``, a shell that
+  forks 100 processes (a test run's shape), a 64 KiB file written and read back. The
+  seccomp filter runs on every system call, so the fork loop is where it would show.
 
 The registry is on loopback, so "unprepared" here is a lower bound of a real pull: a
 registry across a network adds its bandwidth (a 1 GiB image at 50 MiB/s is ~20 s).
@@ -41,9 +47,10 @@ from devstack.containerd import ContainerdHost
 from devstack.ociimage import ImageSpec, build_and_push
 from devstack.stack import Stack, StackSettings
 from sandman import AsyncSandman
+from sandman.sdk.daemon_client import SandboxClient
 from simcluster.kubelet.cri_runtime import CriRuntime, CriRuntimeSettings
 from simcluster.kubelet.probes import probe_once
-from simcluster.kubelet.runtime import Container, Mount, Probe, Sandbox
+from simcluster.kubelet.runtime import Container, Mount, Probe, Sandbox, Security
 from simcluster.network import PodNetwork
 
 __all__ = ["main"]
@@ -94,12 +101,22 @@ async def bench_pulls(host: ContainerdHost, pad_mib: int, runs: int) -> dict[str
     }
 
 
-def _daemon_sandbox(i: int, image: str, bundle_dir: Path, octet: int) -> Sandbox:
+#: The hardened pod's container, as facade/podspec.py renders it (container_security and
+#: the pod's seccomp profile), against the runtime's defaults.
+HARDENED = Security(drop=("ALL",), no_new_privs=True, seccomp="RuntimeDefault")
+DEFAULTS = Security()
+TOKEN = "bench"
+
+
+def _daemon_sandbox(
+    i: int, image: str, bundle_dir: Path, octet: int, security: Security = DEFAULTS
+) -> Sandbox:
     ip = f"127.{octet}.0.{2 + i % 250}"
     argv = tuple(layout.bundle_command(host=ip))
     mount = Mount("sandman", layout.BUNDLE_MOUNT, str(bundle_dir), read_only=True)
     probe = Probe("/healthz", layout.DAEMON_PORT)
-    container = Container("sandbox", image, argv, {"SANDMAN_TOKEN": "bench"}, probe, (mount,))
+    env = {"SANDMAN_TOKEN": TOKEN}
+    container = Container("sandbox", image, argv, env, probe, (mount,), security=security)
     return Sandbox(f"bench-{i}-{uuid.uuid4().hex[:6]}", "bench", f"s{i}", ip, (container,))
 
 
@@ -151,6 +168,66 @@ async def bench_creates(
     return {"facade_create_to_ready": _summary(samples)}
 
 
+async def _tool_calls(daemon: SandboxClient, calls: int) -> dict[str, list[float]]:
+    """One round of each tool call, ``calls`` times, on one daemon."""
+    payload = bytes(range(256)) * 256  # 64 KiB
+    forks = "i=0; while [ $i -lt 100 ]; do /bin/true; i=$((i+1)); done"
+
+    async def write_read() -> None:
+        await daemon.write_file("/tmp/bench.bin", payload)
+        assert await daemon.read_file("/tmp/bench.bin") == payload
+
+    kinds: dict[str, Any] = {
+        "exec true": lambda: daemon.exec(argv=["/bin/true"]),
+        "exec 100 forks": lambda: daemon.exec(command=forks),
+        "64 KiB write+read": write_read,
+    }
+    return {k: [await _timed(call()) for _ in range(calls)] for k, call in kinds.items()}
+
+
+async def bench_hardening(
+    host: ContainerdHost, image: str, bundle_dir: Path, rounds: int, calls: int, workdir: Path
+) -> dict[str, Any]:
+    runtime = CriRuntime(CriRuntimeSettings(str(host.socket), workdir / "hardening-logs"))
+    network = PodNetwork(1)
+    octet = network.reserve()
+    pods = {
+        "hardened": _daemon_sandbox(0, image, bundle_dir, octet, HARDENED),
+        "defaults": _daemon_sandbox(1, image, bundle_dir, octet, DEFAULTS),
+    }
+    medians: dict[str, dict[str, list[float]]] = {name: {} for name in pods}
+    try:
+        for sandbox in pods.values():
+            await runtime.start(sandbox)
+            while not await probe_once(sandbox.ip, layout.DAEMON_PORT, "/healthz", 1.0):  # noqa: ASYNC110 - waiting for the daemon
+                await asyncio.sleep(0.01)
+        for r in range(rounds):
+            order = list(pods) if r % 2 == 0 else list(reversed(pods))  # A B, then B A
+            for name in order:
+                url = f"http://{pods[name].ip}:{layout.DAEMON_PORT}"
+                async with SandboxClient(url, TOKEN) as daemon:
+                    for kind, samples in (await _tool_calls(daemon, calls)).items():
+                        medians[name].setdefault(kind, []).append(statistics.median(samples))
+            _say(f"hardening: round {r + 1}/{rounds}")
+    finally:
+        for sandbox in pods.values():
+            await runtime.stop(sandbox, 1)
+        await runtime.close()
+        network.release()
+    report: dict[str, Any] = {}
+    for kind in medians["hardened"]:
+        hardened, defaults = medians["hardened"][kind], medians["defaults"][kind]
+        ratios = sorted(h / d for h, d in zip(hardened, defaults, strict=True))
+        report[kind] = {
+            "hardened_p50_ms": round(statistics.median(hardened) * 1e3, 2),
+            "defaults_p50_ms": round(statistics.median(defaults) * 1e3, 2),
+            "ratio_median": round(statistics.median(ratios), 3),
+            "ratio_range": [round(ratios[0], 3), round(ratios[-1], 3)],
+        }
+        _say(f"hardening: {kind}: x{report[kind]['ratio_median']} (per-round ratios)")
+    return {"rounds": rounds, "calls_per_round": calls, "tool_calls": report}
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-cri-") as tmp:
         workdir = Path(tmp)
@@ -166,6 +243,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 build_and_push, host.registry, ImageSpec("bench/busybox", cmd=SLEEP)
             )
             report: dict[str, Any] = {"sandboxes": args.sandboxes}
+            if args.only == "hardening":
+                report["hardening"] = await bench_hardening(
+                    host, task.reference, bundle_dir.resolve(), args.rounds, args.calls, workdir
+                )
+                return report
             report["pull"] = await bench_pulls(host, args.pad_mib, args.pull_runs)
             report["start"] = await bench_starts(
                 host, task.reference, bundle_dir.resolve(), args.sandboxes, workdir
@@ -182,6 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pull-runs", type=int, default=5)
     parser.add_argument("--pad-mib", type=int, default=64)
     parser.add_argument("--bundle", type=Path, default=Path("build/daemon-bundle"))
+    parser.add_argument("--only", choices=["hardening"], help="run this part alone")
+    parser.add_argument("--rounds", type=int, default=7, help="hardening: interleaved rounds")
+    parser.add_argument("--calls", type=int, default=30, help="hardening: calls per kind")
     parser.add_argument("--json", action="store_true", help="one JSON document only")
     args = parser.parse_args(argv)
     report = asyncio.run(run(args))
