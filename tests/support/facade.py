@@ -22,6 +22,7 @@ from facade.config import load_config
 from kube import KubeClient
 from kube.resources import Resource
 from tests.support.kube import FAST
+from tests.support.pools import install_claims_crd
 from tests.support.wait import wait_until_async
 
 __all__ = ["NAMESPACE", "LiveFacade", "live_facade", "write_config"]
@@ -79,6 +80,7 @@ async def live_facade(
     configuration beyond :func:`write_config`'s."""
     async with await KubeClient.connect(FAST, kubeconfig=str(kubeconfig)) as client:
         await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+        await install_claims_crd(client)  # the facade watches SandboxClaims (pools)
     token = secrets.token_urlsafe(16)
     config = load_config(write_config(workdir / "facade.yaml", token, classes=classes, **tenant))
     facade = Facade(replace(settings, kubeconfig=str(kubeconfig)), config)
