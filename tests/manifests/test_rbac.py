@@ -84,6 +84,8 @@ CALLS = (
          "await self.client.request(", "one SandboxClaim per claimed batch"),
     Call(C, ("get",), "sandman.io", "sandboxclaims", TENANT, "controller/claims.py",
          "self.client.get(SANDBOX_CLAIMS", "a retried claim's stored pods"),
+    Call(C, ("delete",), "sandman.io", "sandboxclaims", TENANT, "controller/collector.py",
+         "self.client.delete(SANDBOX_CLAIMS", "a claim none of whose pods is left"),
     Call(C, ("create",), "", "pods/binding", TENANT, "controller/binder.py",
          "self.client.bind(", "bind a planned sandbox"),
     Call(C, ("delete",), "", "pods", TENANT, "controller/collector.py",

@@ -25,7 +25,7 @@ from tests.support.kube import FAST
 from tests.support.pools import install_claims_crd
 from tests.support.wait import wait_until_async
 
-__all__ = ["NAMESPACE", "LiveFacade", "live_facade", "write_config"]
+__all__ = ["NAMESPACE", "NAMESPACES", "LiveFacade", "live_facade", "write_config"]
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NAMESPACE = "sandman-t1"
