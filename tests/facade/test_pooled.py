@@ -24,7 +24,7 @@ from daemon.sandbox.layout import DAEMON_PORT
 from facade.app import FacadeSettings
 from facade.pooled import PooledSettings
 from facade.service import ServiceSettings
-from kube import PODS, KubeClient
+from kube import NODES, PODS, KubeClient
 from kube.pool_contract import SANDBOX_CLAIMS
 from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import CONTROLLER_USER, cluster_of, writes_by
@@ -221,3 +221,16 @@ async def test_a_claims_endpoint_that_hangs_costs_a_create_its_timeout_only(
             assert _claims(live, "failed") == 1
     finally:
         await server.close()
+
+
+async def test_a_pool_pod_on_a_cordoned_node_is_never_handed_out(
+    cluster: EmbeddedCluster, client: KubeClient, leader: Controller, tmp_path: Path
+) -> None:
+    async with live_facade(cluster.kubeconfig, SETTINGS, tmp_path) as live:
+        (name,) = await _pool(client, live, leader, 1)
+        await client.patch(NODES, "node-0", {"spec": {"unschedulable": True}})
+        await wait_until_async(lambda: _offered(leader) == 0, timeout_s=10)
+        sandboxes = await _batch(live, 1, "k-5")
+        assert sandboxes[0]["id"] != name and _claims(live, "miss") == 1
+        await client.patch(NODES, "node-0", {"spec": {"unschedulable": False}})
+        await wait_until_async(lambda: _offered(leader) == 1, timeout_s=10)  # healthy again
