@@ -46,7 +46,7 @@ from sandman.wire.daemon import ClaimRequest
 from sandman.wire.errors import Reason
 
 from .errors import FacadeError
-from .index import SandboxIndex
+from .index import SandboxIndex, WaitAborted
 from .metrics import FacadeMetrics
 from .order import Member, Order, Outcome, Pooling, Refused, Written, concurrently
 from .sources import Supply
@@ -157,9 +157,12 @@ class PooledSource:
     ) -> Outcome | None:
         """The claimed pod's daemon given its claim: the member's sandbox, or None (the pod
         is gone or deleted now, the member left to the cold sources)."""
-        sandbox = await self.index.wait(
-            namespace, name, frozenset({"ready"}), self.settings.deliver_timeout_s
-        )
+        try:
+            sandbox = await self.index.wait(
+                namespace, name, frozenset({"ready"}), self.settings.deliver_timeout_s
+            )
+        except WaitAborted:
+            return None  # the facade is stopping: the member goes on (and ends) with the rest
         pod = self.index.current_pod(namespace, name)
         ip = ((pod or {}).get("status") or {}).get("podIP")
         if pod is None or sandbox is None or sandbox.state != "ready" or not ip:
