@@ -87,7 +87,7 @@ class ServiceSettings:
         help="creates claim Ready pool pods from the leading controller first (facade/pooled.py; "
         "needs pre-placed creation and the SandboxClaim CRD), the rest created cold in the "
         "same request; off: every create is cold",
-        default=PooledSettings(),
+        optional=True,
     )
 
 

@@ -234,3 +234,15 @@ async def test_a_pool_pod_on_a_cordoned_node_is_never_handed_out(
         assert sandboxes[0]["id"] != name and _claims(live, "miss") == 1
         await client.patch(NODES, "node-0", {"spec": {"unschedulable": False}})
         await wait_until_async(lambda: _offered(leader) == 1, timeout_s=10)  # healthy again
+
+
+async def test_with_pools_off_every_create_is_cold(
+    cluster: EmbeddedCluster, client: KubeClient, leader: Controller, tmp_path: Path
+) -> None:
+    """``--no-service-pooled``: no claims informer, no pooled source; the pool stays."""
+    settings = dataclasses.replace(SETTINGS, service=ServiceSettings(pooled=None))
+    async with live_facade(cluster.kubeconfig, settings, tmp_path) as live:
+        (name,) = await _pool(client, live, leader, 1)
+        (sandbox,) = await _batch(live, 1, "k-6")
+        assert sandbox["id"] != name and _offered(leader) == 1
+        assert not any(i.name.startswith("claims/") for i in live.facade.informers)
