@@ -121,3 +121,17 @@ async def test_an_expired_owner_takes_its_claimed_pods(
         await client.create(LEASES, lease, NAMESPACE)
         await wait_until_async(lambda: _deleted(c, "owner-expired") == 2, timeout_s=15)
         await wait_until_async(lambda: _left(client, set(names) - set(mine)), timeout_s=10)
+
+
+async def test_a_claims_expiry_holds_across_a_controller_restart(
+    cluster: EmbeddedCluster, client: KubeClient, tmp_path: Path
+) -> None:
+    """Durable: the expiry lives in the SandboxClaim; a controller started after the claim
+    was written (the first one gone) reads it from its watch and collects on time."""
+    async with placing_controller(cluster, "a", gc=GC) as a:
+        names = await _pool(client, tmp_path, a, 2)
+        soon = format_time(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2))
+        (claimed,) = await _claim(client, a, "claim-1", 1, owner="run-1", expires_at=soon)
+    async with placing_controller(cluster, "b", gc=GC) as b:
+        await wait_until_async(lambda: _deleted(b, "expired") == 1, timeout_s=20)
+        await wait_until_async(lambda: _left(client, set(names) - {claimed}), timeout_s=10)
