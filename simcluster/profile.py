@@ -42,6 +42,7 @@ _TOP = {
     "cri",
     "cri_socket",
     "pools",
+    "process",
 }
 _API = {
     "history",
@@ -161,9 +162,24 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             cri=bool(data.get("cri", False)),
             cri_socket=str(data.get("cri_socket", "")),
             pools=pools,
+            process_binds=_process_binds(data.get("process") or {}),
         )
     except (TypeError, ValueError, BadRequest) as e:
         raise ProfileError(f"invalid profile value: {e}") from e
+
+
+def _process_binds(process: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``process.binds``: sandbox path -> host path, bound read-only into every pod of the
+    process runtime (simcluster/kubelet/process.py)."""
+    _check("process", process, {"binds"})
+    binds = process.get("binds") or {}
+    if not isinstance(binds, Mapping):
+        raise ProfileError("process.binds must map a path in the sandbox to a host path")
+    out = tuple((str(target), str(source)) for target, source in binds.items())
+    for target, source in out:
+        if not (target.startswith("/") and source.startswith("/")):
+            raise ProfileError(f"process.binds: {target!r} -> {source!r}: both must be absolute")
+    return out
 
 
 def _server(api: Mapping[str, Any], seed: int) -> ServerSettings:
