@@ -139,7 +139,11 @@ class Cluster:
         if settings.runtime == "cri":
             on_pull = self.kubelet_metrics.cri_pulls.labels
             return CriRuntime(
-                CriRuntimeSettings(settings.cri_socket, workdir / "logs"),
+                CriRuntimeSettings(
+                    settings.cri_socket,
+                    workdir / "logs",
+                    pod_pids_limit=settings.node.pod_pids_limit,
+                ),
                 on_pull=lambda image: on_pull(image).inc(),
             )
         return VirtualRuntime()

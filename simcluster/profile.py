@@ -59,7 +59,7 @@ _NODES = {
     "count", "cpu", "memory", "max_pods", "labels", "taints", "foreign_fraction", "creation_rate",
     "creation_concurrency", "start_latency_s", "start_jitter_s", "lease_interval_s",
     "status_interval_s", "preloaded_images", "restart_backoff_s", "process_count",
-    "foreign_spread",
+    "foreign_spread", "pod_pids_limit", "storage_check_interval_s",
 }  # fmt: skip
 _POOL = _NODES - {"process_count"}  # the first nodes of the cluster, whatever their pool
 _IMAGES = {
@@ -231,6 +231,8 @@ def _node(nodes: Mapping[str, Any], pull: PullSettings) -> NodeSettings:
         lease_interval_s=float(nodes.get("lease_interval_s", 10)),
         status_interval_s=float(nodes.get("status_interval_s", 60)),
         restart_backoff_s=float(nodes.get("restart_backoff_s", 10)),
+        pod_pids_limit=int(nodes.get("pod_pids_limit", NodeSettings().pod_pids_limit)),
+        storage_check_interval_s=float(nodes.get("storage_check_interval_s", 10)),
     )
 
 
