@@ -16,7 +16,7 @@ sandbox ``/root``, ``/home`` (``~/.ssh``, cloud credentials), the checkout and a
 - a private ``/tmp``, a fresh ``/proc`` of the pod's own PID namespace, a minimal ``/dev``.
 
 Nothing else of the host exists in the sandbox: not ``/root``, ``/home``, ``/work``,
-``/opt``, ``/var`` nor ``/run``.
+``/opt``, ``/var`` (but an empty ``/var/tmp``) nor ``/run``.
 
 Why the arguments go through a file descriptor (``--args``): bubblewrap's own command line
 and environment are readable in ``/proc``. Every flag, the container's environment

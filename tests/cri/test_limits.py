@@ -26,8 +26,7 @@ from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from simcluster.kubelet.cri_runtime import CriRuntime
 from simcluster.kubelet.settings import NodeSettings
-from tests.cri.test_runtime import TOKEN, _containers, daemon_pod
-from tests.support.cri import CriHost
+from tests.support.cri import TOKEN, CriHost, daemon_pod, list_containers
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.bundle, pytest.mark.timeout(300)]
@@ -117,7 +116,7 @@ async def test_a_disk_filler_is_evicted_and_the_node_stays_usable(
         assert status.message == (
             "Pod ephemeral local storage usage exceeds the total limit of containers 8Mi. "
         )
-        assert not _containers(cri_host.socket)  # stopped and removed: its layer is freed
+        assert not list_containers(cri_host.socket)  # stopped and removed: its layer is freed
         v1.create_namespaced_pod("t", daemon_pod("next", image, bundle_dir))
         after = _ready(v1, "next")
         async with SandboxClient(f"http://{after.status.pod_ip}:{layout.DAEMON_PORT}", TOKEN) as s:
