@@ -90,7 +90,9 @@ async def test_a_tool_call_sees_nothing_of_the_host_it_should_not(
         assert dump.exit_code == 0, dump
         procs = _proc_dump(dump.stdout)
         cmdline = procs[1, "cmdline"]
-        assert cmdline is not None and b"daemon.sandbox" in cmdline  # the daemon is PID 1
+        assert cmdline is not None
+        argv = cmdline.split(b"\0")
+        assert argv[1:3] == [b"-m", b"daemon.sandbox"], argv  # the daemon itself is PID 1
         assert {pid for pid, _ in procs} >= {1}
         for name, secret in _secrets(stack, sandbox).items():
             leaks = [key for key, data in procs.items() if data and secret in data]
