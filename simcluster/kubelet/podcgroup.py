@@ -8,6 +8,10 @@ so the limit counts every process of the pod together. CRI itself has no PID lim
 This module does the kubelet's part: one cgroup per node (``<root>/simcluster-<id>``), one
 per pod below it (``pod<uid>``) with ``pids.max``, removed with the pod.
 
+The path is a cgroupfs one, for a runtime with the cgroupfs driver (runc's default, and
+devstack's containerd); a runtime with ``SystemdCgroup = true`` would need a systemd slice
+name instead, and refuses the sandbox (``CreatePodSandboxError``) otherwise.
+
 cgroup v1 (this machine: one hierarchy per controller) holds ``pids.max`` in the ``pids``
 hierarchy; runc creates the same relative path in every other controller it uses, so those
 directories are removed too (the empty ones: runc removed its containers' leaves). cgroup
