@@ -17,6 +17,7 @@ import shutil
 
 import pytest
 
+from daemon.sandbox.layout import token_digest
 from facade.tokens import TokenMinter
 from sandman import AsyncSandbox, AsyncSandman
 from simcluster.kubelet.bwrap import SYSTEM_PATH
@@ -59,8 +60,10 @@ def _secrets(stack: RunningStack, sandbox: AsyncSandbox) -> dict[str, bytes]:
         .stdout
     )
     env = {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0]["env"]}
+    token = TokenMinter(secret).token_of(pod)
+    assert token_digest(token).hex() == env["SANDMAN_TOKEN_SHA256"]  # the token searched for
     return {
-        "daemon token": TokenMinter(secret).token_for(namespace, sandbox.id).encode(),
+        "daemon token": token.encode(),
         "verifier": env["SANDMAN_TOKEN_SHA256"].encode(),
         "tenant token": stack.token.encode(),
         "facade secret": secret,
