@@ -35,6 +35,7 @@ from devstack.lifecycle import StartStop
 from devstack.manifests import ManifestsError, ManifestsSettings, component_kubeconfigs
 from devstack.manifests import apply_overlay as apply_manifests
 from devstack.ports import free_listen_port
+from devstack.sandbox_python import SANDBOX_EXECUTABLE, SandboxPython, stage_daemon_python
 from kube import ClientSettings, KubeClient
 from kube.errors import AlreadyExists
 from kube.preparation_contract import AGENT_LEASE_NAMESPACE
@@ -102,7 +103,8 @@ class StackSettings:
     node_agent_args: tuple[str, ...] = ()
     python: str = field(default_factory=lambda: sys.executable)
     #: The facade's ``delivery`` section (facade/podspec.py ``DaemonDelivery``); None: the
-    #: daemon runs from this Python (``local-process``, simcluster's process runtime). The
+    #: daemon runs from this Python's packages, staged outside the checkout
+    #: (``local-process``, simcluster's process runtime; devstack/sandbox_python.py). The
     #: ``cri`` runtime needs the bundle: ``{"mode": "host-path", "host_path": DIR}``.
     delivery: dict[str, Any] | None = None
     #: Run under the operator manifests (devstack/manifests.py): simcluster enforces RBAC,
@@ -135,6 +137,9 @@ class Stack(StartStop):
         #: with ``settings.manifests``; empty otherwise (the shared service kubeconfigs).
         self.component_kubeconfigs: dict[str, Path] = {}
         self._log_offsets: dict[str, int] = {}
+        #: The daemon's Python as the process runtime's sandboxes see it (staged in the work
+        #: directory, devstack/sandbox_python.py), without ``settings.delivery``.
+        self.sandbox_python: SandboxPython | None = None
 
     # --- start ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -240,6 +245,11 @@ class Stack(StartStop):
         if s.nodes is not None:
             args += ["--nodes", str(s.nodes)]
         overrides = list(s.simcluster_overrides)
+        if s.delivery is None:
+            stage = s.workdir / "sandbox-python"
+            python = await asyncio.to_thread(stage_daemon_python, stage, s.python)
+            self.sandbox_python = python
+            overrides.append(python.profile_override())
         if s.node_agents:
             overrides.append("cri=true")
         if s.manifests:
@@ -332,7 +342,7 @@ class Stack(StartStop):
         secret.chmod(0o600)
         document = {
             "secret_file": str(secret),
-            "delivery": s.delivery or {"mode": "local-process", "python": [s.python]},
+            "delivery": s.delivery or {"mode": "local-process", "python": [SANDBOX_EXECUTABLE]},
             "classes": [
                 {"name": DEFAULT_CLASS, "cpu": "250m", "memory": "512Mi"},  # what creates get
                 *s.extra_classes,

@@ -66,6 +66,9 @@ class ClusterSettings:
     #: Several node shapes (simcluster/pools.py), whose counts add up to ``nodes``; empty:
     #: one unnamed pool of ``nodes`` nodes of ``node`` holding ``foreign_fraction`` of each node.
     pools: tuple[NodePool, ...] = ()
+    #: The process runtime's binds into every pod (``ProcessSettings.binds``):
+    #: ``(path in the sandbox, host path)``, read-only.
+    process_binds: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.pools and sum(p.count for p in self.pools) != self.nodes:
@@ -83,6 +86,10 @@ class ClusterSettings:
 
 
 RUNTIMES = ("virtual", "process", "cri")
+
+
+def _process_settings(settings: ClusterSettings, workdir: Path) -> ProcessSettings:
+    return ProcessSettings(workdir / "logs", binds=settings.process_binds)
 
 
 class Cluster:
@@ -107,7 +114,7 @@ class Cluster:
         if isinstance(self.runtime, ProcessRuntime):
             self.process_runtime = self.runtime
         elif settings.process_nodes > 0 and settings.runtime == "virtual":
-            self.process_runtime = ProcessRuntime(ProcessSettings(workdir / "logs"))
+            self.process_runtime = ProcessRuntime(_process_settings(settings, workdir))
         self.pull_stats = PullStats(
             self.kubelet_metrics.pull_started, self.kubelet_metrics.gc_removed.inc
         )
@@ -128,11 +135,15 @@ class Cluster:
 
     def _runtime(self, settings: ClusterSettings, workdir: Path) -> Runtime:
         if settings.runtime == "process":
-            return ProcessRuntime(ProcessSettings(workdir / "logs"))
+            return ProcessRuntime(_process_settings(settings, workdir))
         if settings.runtime == "cri":
             on_pull = self.kubelet_metrics.cri_pulls.labels
             return CriRuntime(
-                CriRuntimeSettings(settings.cri_socket, workdir / "logs"),
+                CriRuntimeSettings(
+                    settings.cri_socket,
+                    workdir / "logs",
+                    pod_pids_limit=settings.node.pod_pids_limit,
+                ),
                 on_pull=lambda image: on_pull(image).inc(),
             )
         return VirtualRuntime()

@@ -42,6 +42,7 @@ _TOP = {
     "cri",
     "cri_socket",
     "pools",
+    "process",
 }
 _API = {
     "history",
@@ -58,7 +59,7 @@ _NODES = {
     "count", "cpu", "memory", "max_pods", "labels", "taints", "foreign_fraction", "creation_rate",
     "creation_concurrency", "start_latency_s", "start_jitter_s", "lease_interval_s",
     "status_interval_s", "preloaded_images", "restart_backoff_s", "process_count",
-    "foreign_spread",
+    "foreign_spread", "pod_pids_limit", "storage_check_interval_s",
 }  # fmt: skip
 _POOL = _NODES - {"process_count"}  # the first nodes of the cluster, whatever their pool
 _IMAGES = {
@@ -161,9 +162,24 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             cri=bool(data.get("cri", False)),
             cri_socket=str(data.get("cri_socket", "")),
             pools=pools,
+            process_binds=_process_binds(data.get("process") or {}),
         )
     except (TypeError, ValueError, BadRequest) as e:
         raise ProfileError(f"invalid profile value: {e}") from e
+
+
+def _process_binds(process: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``process.binds``: sandbox path -> host path, bound read-only into every pod of the
+    process runtime (simcluster/kubelet/process.py)."""
+    _check("process", process, {"binds"})
+    binds = process.get("binds") or {}
+    if not isinstance(binds, Mapping):
+        raise ProfileError("process.binds must map a path in the sandbox to a host path")
+    out = tuple((str(target), str(source)) for target, source in binds.items())
+    for target, source in out:
+        if not (target.startswith("/") and source.startswith("/")):
+            raise ProfileError(f"process.binds: {target!r} -> {source!r}: both must be absolute")
+    return out
 
 
 def _server(api: Mapping[str, Any], seed: int) -> ServerSettings:
@@ -215,6 +231,8 @@ def _node(nodes: Mapping[str, Any], pull: PullSettings) -> NodeSettings:
         lease_interval_s=float(nodes.get("lease_interval_s", 10)),
         status_interval_s=float(nodes.get("status_interval_s", 60)),
         restart_backoff_s=float(nodes.get("restart_backoff_s", 10)),
+        pod_pids_limit=int(nodes.get("pod_pids_limit", NodeSettings().pod_pids_limit)),
+        storage_check_interval_s=float(nodes.get("storage_check_interval_s", 10)),
     )
 
 

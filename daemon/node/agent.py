@@ -44,6 +44,7 @@ from daemon.node.access import ApiAccess
 from daemon.node.bundle import BundleError, sync_bundle
 from daemon.node.cri import CriError, ImageClient
 from daemon.node.events import EventRecorder
+from daemon.node.hardening import CHECKS, check_kubelet_config
 from daemon.node.lease import LeasePublisher, Published
 from daemon.node.metrics import AgentMetrics
 from daemon.node.settings import AgentSettings
@@ -108,6 +109,9 @@ class NodeAgent:
         self._was_ready: set[str] = set()
         self.bundle = ""
         self.pulled: set[str] = self._load_pulled()
+        #: The failed hardening checks of the node's kubelet config (hardening.py), as last
+        #: reported; None before the first check (or with no --kubelet-config).
+        self.unhardened: dict[str, str] | None = None
         self.last_reconcile = 0.0
         self.reconciles = 0
         self.repulls = 0
@@ -177,6 +181,7 @@ class NodeAgent:
             self.present = frozenset(t for img in listed for t in img.tags)
             self.last_reconcile = self._clock()
         self.reconciles += 1
+        await self._check_hardening()
         self.metrics.ready.set(len(self.present))
         self._start_pulls()
         await self._release()
@@ -270,18 +275,42 @@ class NodeAgent:
 
     # --- events -------------------------------------------------------------------------
     async def _event(self, image: str, err: CriError, attempt: int, delay: float) -> None:
+        message = (
+            f"preparing image {image} failed (attempt {attempt}): {err.code}: "
+            f"{err.details[:400]}; retrying in {delay:.0f} s"
+        )
+        await self.events.record(self._node_event("ImagePrepareFailed", message))
+
+    async def _check_hardening(self) -> None:
+        """Check the kubelet config (each pass: an operator fixing it clears the gauge);
+        one Warning Event whenever the set of failures changes to a non-empty one."""
+        path = self.settings.kubelet_config
+        if not path:
+            return
+        try:
+            text: str | None = Path(path).read_text()
+        except OSError:
+            text = None
+        failed = check_kubelet_config(text)
+        for check in CHECKS:
+            self.metrics.unhardened.labels(check).set(1 if check in failed else 0)
+        if failed == self.unhardened:
+            return
+        self.unhardened = failed
+        if failed:
+            log.warning("%s is not hardened: %s", self._node, "; ".join(failed.values()))
+            await self.events.record(self._node_event("NodeNotHardened", _describe(failed)))
+
+    def _node_event(self, reason: str, message: str) -> dict[str, Any]:
         now = format_time()
         component = self.settings.component
-        body = {
+        return {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {"generateName": f"{self._node}.", "namespace": NODE_EVENTS_NAMESPACE},
             "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": self._node},
-            "reason": "ImagePrepareFailed",
-            "message": (
-                f"preparing image {image} failed (attempt {attempt}): {err.code}: "
-                f"{err.details[:400]}; retrying in {delay:.0f} s"
-            ),
+            "reason": reason,
+            "message": message,
             "type": "Warning",
             "source": {"component": component, "host": self._node},
             "reportingComponent": component,
@@ -290,7 +319,6 @@ class NodeAgent:
             "lastTimestamp": now,
             "count": 1,
         }
-        await self.events.record(body)
 
     async def _create_event(self, body: dict[str, Any]) -> None:
         await self.client.create(EVENTS, body, NODE_EVENTS_NAMESPACE)
@@ -343,3 +371,9 @@ class NodeAgent:
         except OSError as e:
             self.metrics.errors.labels("state").inc()
             log.warning("%s: cannot record pulled images in %s: %s", self._node, path, e)
+
+
+def _describe(failed: dict[str, str]) -> str:
+    """The Event's message: what fails, and where the required settings are documented."""
+    found = "; ".join(f"{check}: {what}" for check, what in failed.items())
+    return f"{found} (required node settings: docs/operator-guide.md, 'Node settings')"[:1000]

@@ -84,24 +84,44 @@ class Counter(_Metric):
             yield f"{self.name}_total{_labels(self.labelnames, values)} {_number(child.value)}"
 
 
-class Gauge(_Metric):
-    kind = "gauge"
-
-    def __init__(self, name: str, doc: str) -> None:
-        super().__init__(name, doc)
-        self.value = 0.0
-
+class _GaugeValue(_Value):
     def set(self, value: float) -> None:
         self.value = float(value)
-
-    def inc(self, amount: float = 1.0) -> None:
-        self.value += amount
 
     def dec(self, amount: float = 1.0) -> None:
         self.value -= amount
 
+
+class Gauge(_Metric):
+    kind = "gauge"
+
+    def __init__(self, name: str, doc: str, labelnames: Sequence[str] = ()) -> None:
+        super().__init__(name, doc, labelnames)
+        self._children: dict[tuple[str, ...], _GaugeValue] = (
+            {} if labelnames else {(): _GaugeValue()}
+        )
+
+    def labels(self, *values: str) -> _GaugeValue:
+        if len(values) != len(self.labelnames):
+            raise ValueError(f"{self.name} takes labels {self.labelnames}, not {values}")
+        return self._children.setdefault(tuple(values), _GaugeValue())
+
+    @property
+    def value(self) -> float:
+        return self.labels().value
+
+    def set(self, value: float) -> None:
+        self.labels().set(value)
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.labels().inc(amount)
+
+    def dec(self, amount: float = 1.0) -> None:
+        self.labels().dec(amount)
+
     def lines(self) -> Iterator[str]:
-        yield f"{self.name} {_number(self.value)}"
+        for values, child in sorted(self._children.items()):
+            yield f"{self.name}{_labels(self.labelnames, values)} {_number(child.value)}"
 
 
 class Histogram(_Metric):

@@ -40,6 +40,14 @@ class AgentMetrics:
         self.lease_writes = r.add(
             Counter(f"{_P}_lease_writes", "Writes of the per-node Lease by cause.", ["cause"])
         )
+        self.unhardened = r.add(
+            Gauge(
+                f"{_P}_nodes_unhardened",
+                "Nodes failing a hardening check of their kubelet config (daemon/node/"
+                "hardening.py): 1 per failed check, 0 once it passes.",
+                ["check"],
+            )
+        )
         self.events = r.add(Counter(f"{_P}_events", "Events recorded, by reason.", ["reason"]))
         self.events_held = r.add(
             Gauge(f"{_P}_events_held", "Refused Events held to be sent again.")

@@ -74,6 +74,12 @@ class AgentSettings:
         "/var/lib/sandman/bundle",
         help="versions go to <bundle_root>/<digest>/, <bundle_root>/current points at one",
     )
+    kubelet_config: str = setting(
+        "",
+        help="the node's kubelet config file (KubeletConfiguration, YAML or JSON, mounted "
+        'read-only) to check for the settings that contain a sandbox ("": not checked; '
+        "daemon/node/hardening.py)",
+    )
     bundle_keep: int = setting(3, help="bundle versions kept")
     bundle_check_interval_s: float = setting(
         300.0, help="between checks of the kept bundle's digest (copied again if altered)"

@@ -9,6 +9,7 @@ sandbox* and the pod IPs (to find a daemon to kill), so this one also keeps each
 from __future__ import annotations
 
 import base64
+import os
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
@@ -103,6 +104,8 @@ def daemon_processes(root_pid: int, ips: set[str]) -> dict[str, psutil.Process]:
         except psutil.Error:
             continue
         if "daemon.sandbox" not in argv or "--host" not in argv:
+            continue
+        if argv and os.path.basename(argv[0]) == "bwrap":  # the sandbox's launcher, not it
             continue
         ip = argv[argv.index("--host") + 1] if argv.index("--host") + 1 < len(argv) else ""
         if ip in ips:

@@ -27,6 +27,14 @@ limit), which runc writes to the container's cgroup (``memory.limit_in_bytes`` o
 host like this one, ``memory.max`` on v2); requests stay the simulator's admission
 accounting.
 
+Disk: ``storage_used`` measures a pod's writable layers (CRI ``ContainerStats``) and
+emptyDir directories, and the kubelet evicts a pod over its ephemeral-storage limit
+(``storage.py``).
+PIDs: every pod gets a cgroup of its own below the runtime's (``podcgroup.py``), with
+``pids.max`` = ``pod_pids_limit`` (the kubelet's ``podPidsLimit``), passed as the sandbox's
+``cgroup_parent``: runc puts the pod's containers below it, so a fork bomb stops at the
+limit and the node's other pods still fork.
+
 Nodes: one runtime serves every simulated node over the one containerd (a cluster of N
 ``cri`` nodes is N kubelets sharing it); each pod still gets its own loopback address from
 its node's range, so the daemons never collide. One image store serves all of them: an image
@@ -53,8 +61,10 @@ from pathlib import Path
 import grpc
 from cri_api.v1 import api_pb2, api_pb2_grpc
 
+from simcluster.kubelet.podcgroup import CGROUP_ROOT, CgroupError, PodCgroups
 from simcluster.kubelet.probes import probe_container
 from simcluster.kubelet.runtime import Container, RuntimeStartError, Sandbox
+from simcluster.kubelet.storage import directory_bytes
 
 __all__ = ["CriRuntime", "CriRuntimeSettings"]
 
@@ -74,6 +84,10 @@ class CriRuntimeSettings:
     rpc_timeout_s: float = 30.0
     pull_timeout_s: float = 300.0
     poll_interval_s: float = 0.5
+    #: ``pids.max`` of each pod's cgroup (the kubelet's ``podPidsLimit``, podcgroup.py);
+    #: <= 0: unlimited.
+    pod_pids_limit: int = 1024
+    cgroup_root: Path = CGROUP_ROOT
 
 
 @dataclass(slots=True)
@@ -99,6 +113,9 @@ class CriRuntime:
         self._img = api_pb2_grpc.ImageServiceStub(self._channel)
         self._pod_dir = settings.pod_dir or settings.log_dir.parent / "pods"
         self._pods: dict[str, _Pod] = {}
+        self.cgroups = PodCgroups(
+            f"simcluster-{self.instance}", settings.pod_pids_limit, settings.cgroup_root
+        )
         self._exits: dict[str, tuple[str, int]] = {}
         self._poller: asyncio.Task[None] | None = None
         #: Images this runtime pulled (a pod start that found its image absent), in order.
@@ -112,6 +129,10 @@ class CriRuntime:
             self._poller = asyncio.create_task(self._poll_exits(), name="cri exit poller")
         self._exits.pop(sandbox.uid, None)
         config = self._sandbox_config(sandbox)
+        try:
+            config.linux.cgroup_parent = self.cgroups.create(sandbox.uid)
+        except CgroupError as e:
+            raise RuntimeStartError("CreatePodSandboxError", str(e)) from e
         try:
             resp = await self._rt.RunPodSandbox(
                 api_pb2.RunPodSandboxRequest(config=config), timeout=self.settings.rpc_timeout_s
@@ -133,6 +154,7 @@ class CriRuntime:
         pod = self._pods.pop(sandbox.uid, None)
         if pod is not None:
             await self._remove(pod, grace_s)
+        self.cgroups.remove(sandbox.uid)
         shutil.rmtree(self._pod_dir / sandbox.uid, ignore_errors=True)
         shutil.rmtree(self._log_dir(sandbox), ignore_errors=True)
 
@@ -149,7 +171,26 @@ class CriRuntime:
             )
             for item in listed.items:
                 await self._remove(_Pod(item.id, {}), 0)
+        self.cgroups.close()
         await self._channel.close()
+
+    async def storage_used(self, sandbox: Sandbox) -> int | None:
+        """The pod's local ephemeral storage (storage.py): its containers' writable layers
+        (CRI ``ContainerStats``) and its emptyDir directories; None if CRI cannot say."""
+        pod = self._pods.get(sandbox.uid)
+        if pod is None:
+            return None
+        total = 0
+        for cid in list(pod.containers.values()):
+            try:
+                stats = await self._rt.ContainerStats(
+                    api_pb2.ContainerStatsRequest(container_id=cid),
+                    timeout=self.settings.rpc_timeout_s,
+                )
+            except grpc.aio.AioRpcError:
+                return None
+            total += stats.stats.writable_layer.used_bytes.value
+        return total + await asyncio.to_thread(directory_bytes, self._pod_dir / sandbox.uid)
 
     def read_log(self, namespace: str, pod: str, container: str) -> bytes:
         """The container's output without the CRI log prefix (``<time> <stream> <P|F> ``)."""

@@ -35,8 +35,9 @@ from simcluster.kubelet.limits import CreationLimiter
 from simcluster.kubelet.metrics import KubeletMetrics
 from simcluster.kubelet.node import NodePresence
 from simcluster.kubelet.podstate import Obj, PodState
-from simcluster.kubelet.runtime import Runtime
+from simcluster.kubelet.runtime import Runtime, Sandbox
 from simcluster.kubelet.settings import NodeSettings
+from simcluster.kubelet.storage import StorageMeter, storage_eviction_loop
 from simcluster.quantity import to_milli, to_units
 
 __all__ = ["VIRTUAL_LABEL", "Kubelet", "node_ip"]
@@ -107,6 +108,15 @@ class Kubelet(ContainerLifecycle, PodRemoval):
             asyncio.create_task(self.node.heartbeat_loop(), name=f"kubelet {self.name} heartbeat"),
             asyncio.create_task(self.node.status_loop(), name=f"kubelet {self.name} status"),
         ]
+        if isinstance(self.runtime, StorageMeter) and self.settings.storage_check_interval_s > 0:
+            loop = storage_eviction_loop(
+                self.runtime, self._sandboxes, self.evict, self.settings.storage_check_interval_s
+            )
+            self._tasks.append(asyncio.create_task(loop, name=f"kubelet {self.name} eviction"))
+
+    def _sandboxes(self) -> list[Sandbox]:
+        """The sandboxes of this node's running pods (what the eviction check measures)."""
+        return [st.sandbox for st in self.pods.values() if st.active and st.sandbox is not None]
 
     async def stop(self) -> None:
         tasks = [*self._tasks, *self._background]

@@ -3,11 +3,16 @@
 The pod IP is a loopback address of its own (127.x.y.z), handed to the command through the
 downward API (``fieldRef: status.podIP``) and ``$(VAR)`` expansion, so a server in the pod
 binds to it and is reachable at the pod IP like on a real cluster. Processes run under
-bubblewrap where it is installed (read-only root, private /tmp, /proc, /dev, PID/IPC/UTS
-namespaces; the network namespace is shared, which is what makes loopback pod IPs work), and
-in their own process group so stop() can SIGTERM, wait the grace period and SIGKILL the
-whole tree. Readiness probes are real (``probes.py``): an HTTP GET (2xx/3xx = ready) or a
-TCP connect.
+bubblewrap where it is installed: an allow-list root (``bwrap.py``: the system's software,
+a small /etc, the node's binds and the pod's volumes; never /root, /home or the checkout),
+a private /tmp, /proc, /dev, PID/IPC/UTS namespaces, every capability dropped but those the
+container's securityContext adds, a clean environment, and the command as PID 1 of its PID
+namespace. The network namespace is shared, which is what makes loopback pod IPs work; the
+user is the host's (root when the cluster runs as root), so this is a development
+convenience, not a security boundary (docs/simcluster.md, "What the process runtime
+isolates"). Each container runs in its own process group so stop() can SIGTERM, wait the
+grace period and SIGKILL the whole tree. Readiness probes are real (``probes.py``): an HTTP
+GET (2xx/3xx = ready) or a TCP connect.
 Output goes to ``<log_dir>/<namespace>_<pod>_<container>.log``.
 """
 
@@ -18,12 +23,11 @@ import contextlib
 import os
 import shutil
 import signal
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from simcluster.kubelet.bwrap import SYSTEM_PATH, args_file, root_args
 from simcluster.kubelet.probes import probe_container
 from simcluster.kubelet.runtime import Container, RuntimeStartError, Sandbox
 
@@ -35,48 +39,29 @@ class ProcessSettings:
     log_dir: Path
     bubblewrap: bool = True  # use bwrap when it is on PATH
     pod_dir: Path | None = None  # emptyDir volumes live here (default: <log_dir>/../pods)
+    #: ``(path in the sandbox, host path)``: what this node's "image" holds beyond the
+    #: system's software, bound read-only into every pod before its volumes (devstack binds
+    #: the daemon's Python this way, staged outside the checkout).
+    binds: tuple[tuple[str, str], ...] = ()
 
 
-def _bwrap_base() -> list[str]:
-    """bwrap over a tmpfs root holding the host's top-level directories read-only (so
-    volume mount points at new top-level paths, e.g. /sandman, can be created)."""
+def _bwrap() -> list[str]:
+    """bwrap and the flags every pod shares (none when bwrap is not on PATH)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return []
-    args = [bwrap]
-    for entry in sorted(os.listdir("/")):
-        path = f"/{entry}"
-        if entry in ("proc", "dev", "tmp"):
-            continue
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
     namespaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
-    return [*args, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", *namespaces]
-
-
-def _host_tmp_paths(argv0: Sequence[str]) -> list[str]:
-    """Host paths under /tmp the pod's program needs (this Python's prefix and import path,
-    the command itself): /tmp is private in the sandbox, so a checkout or virtualenv living
-    under /tmp (as CI clones may) is bound back in, read-only."""
-    candidates = {sys.prefix, *sys.path, *(os.path.dirname(a) for a in argv0 if a.startswith("/"))}
-    wanted = sorted(p for p in candidates if p.startswith("/tmp/") and os.path.isdir(p))
-    out: list[str] = []
-    for p in wanted:
-        if not any(p == q or p.startswith(q + "/") for q in out):
-            out.append(p)
-    return out
+    return [bwrap, *root_args(), *namespaces, "--as-pid-1"]
 
 
 def _capabilities(c: Container) -> list[str]:
-    """bwrap's flags for the container's capabilities: a drop of ``ALL`` drops every one
-    (bwrap already sets no_new_privs for every sandbox); adding needs root (bwrap refuses
-    ``--cap-add`` in setuid mode otherwise, where the sandbox holds none anyway)."""
-    s = c.security
-    args = [a for cap in s.drop for a in ("--cap-drop", cap if cap == "ALL" else f"CAP_{cap}")]
+    """bwrap's flags for the container's capabilities: every one dropped, whatever the
+    securityContext drops (bwrap already sets no_new_privs for every sandbox), then those it
+    adds back; adding needs root (bwrap refuses ``--cap-add`` in setuid mode otherwise,
+    where the sandbox holds none anyway)."""
+    args = ["--cap-drop", "ALL"]
     if os.geteuid() == 0:
-        args += [a for cap in s.add for a in ("--cap-add", f"CAP_{cap}")]
+        args += [a for cap in c.security.add for a in ("--cap-add", f"CAP_{cap}")]
     return args
 
 
@@ -85,7 +70,7 @@ class ProcessRuntime:
 
     def __init__(self, settings: ProcessSettings) -> None:
         self.settings = settings
-        self._base = _bwrap_base() if settings.bubblewrap else []
+        self._base = _bwrap() if settings.bubblewrap else []
         self._pod_dir = settings.pod_dir or settings.log_dir.parent / "pods"
         self._procs: dict[str, list[tuple[str, asyncio.subprocess.Process]]] = {}
         self._closed = False
@@ -108,23 +93,29 @@ class ProcessRuntime:
     def sandboxed(self) -> bool:
         return bool(self._base)
 
-    def _argv(self, sandbox: Sandbox, c: Container) -> list[str]:
-        if not self._base:
-            if c.mounts:
-                raise RuntimeStartError(
-                    "CreateContainerError", f"container {c.name}: volumes need bubblewrap (bwrap)"
-                )
-            return list(c.argv)
-        args = list(self._base)
-        for path in _host_tmp_paths(c.argv[:1]):
-            args += ["--ro-bind", path, path]
+    def _bwrap_args(self, sandbox: Sandbox, c: Container) -> list[str]:
+        """What bwrap reads from its ``--args`` file for container ``c`` (bwrap.py), the
+        environment aside: the node's binds, the pod's volumes, capabilities, hostname and
+        working directory (the command follows ``--args`` on bwrap's own command line: bwrap
+        takes no command from the file)."""
+        args = list(self._base[1:])
+        for target, source in self.settings.binds:
+            args += ["--ro-bind", source, target]
         for m in c.mounts:
             source = m.host_path(self._pod_dir, sandbox.uid)
             args += ["--ro-bind" if m.read_only else "--bind", source, m.target]
         args += _capabilities(c)
         args += ["--hostname", sandbox.name]  # a pod's hostname is its name
         args += ["--chdir", c.working_dir or "/"]  # a container starts in its WORKDIR, not ours
-        return [*args, "--", *c.argv]
+        return args
+
+    def _environment(self, sandbox: Sandbox, c: Container) -> dict[str, str]:
+        """The container's environment: its own variables over a PATH and HOME, nothing of
+        the host's (in a sandbox the PATH is the OCI default; unconfined, the host's)."""
+        path = SYSTEM_PATH if self._base else os.environ.get("PATH", SYSTEM_PATH)
+        env = {"PATH": path, "HOME": "/tmp", **c.env}
+        env.setdefault("HOSTNAME", sandbox.name)
+        return env
 
     async def start(self, sandbox: Sandbox) -> None:
         if sandbox.virtual:
@@ -139,13 +130,9 @@ class ProcessRuntime:
                 )
             log = self.settings.log_dir / f"{sandbox.namespace}_{sandbox.name}_{c.name}.log"
             log.unlink(missing_ok=True)  # a new pod of the same name starts a new log
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp", **c.env}
-            env.setdefault("HOSTNAME", sandbox.name)
             with log.open("ab") as out:
                 try:
-                    proc = await _spawn(
-                        self._argv(sandbox, c), out, env, c.working_dir, self._base, self._inherited
-                    )
+                    proc = await self._start_container(sandbox, c, out)
                 except OSError as e:
                     raise RuntimeStartError("StartError", f"container {c.name}: {e}") from e
             procs.append((c.name, proc))
@@ -154,6 +141,24 @@ class ProcessRuntime:
                 # started must not outlive it.
                 await _kill_all(procs)
                 raise RuntimeStartError("StartError", f"pod {sandbox.name} stopped while starting")
+
+    async def _start_container(
+        self, sandbox: Sandbox, c: Container, out: IO[bytes]
+    ) -> asyncio.subprocess.Process:
+        env = self._environment(sandbox, c)
+        if not self._base:
+            if c.mounts:
+                raise RuntimeStartError(
+                    "CreateContainerError", f"container {c.name}: volumes need bubblewrap (bwrap)"
+                )
+            return await _spawn(list(c.argv), out, env, c.working_dir or "/", self._inherited)
+        fd = args_file(self._bwrap_args(sandbox, c), env)
+        try:
+            argv = [self._base[0], "--args", str(fd), "--", *c.argv]
+            bare = {"PATH": SYSTEM_PATH}  # bwrap's own environment: nothing of the pod's
+            return await _spawn(argv, out, bare, None, (*self._inherited, fd))
+        finally:
+            os.close(fd)
 
     async def probe(self, sandbox: Sandbox, container: Container) -> bool:
         return await probe_container(sandbox, container)
@@ -187,7 +192,6 @@ async def _spawn(
     out: IO[bytes],
     env: dict[str, str],
     workdir: str | None,
-    base: list[str],
     inherited: tuple[int, ...] = (),
 ) -> asyncio.subprocess.Process:
     """Start one container's process in a session of its own. A start cancelled by a shutdown
@@ -201,7 +205,7 @@ async def _spawn(
             stdout=out,
             stderr=asyncio.subprocess.STDOUT,
             env=env,
-            cwd=workdir or "/" if not base else None,
+            cwd=workdir,
             start_new_session=True,
             pass_fds=inherited,
         )

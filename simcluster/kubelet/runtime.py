@@ -112,6 +112,9 @@ class Container:
     #: ``resources.limits`` (0: none): what a runtime that runs real containers enforces.
     cpu_limit_millis: int = 0
     memory_limit_bytes: int = 0
+    #: ``resources.limits["ephemeral-storage"]`` (0: none): the kubelet evicts the pod when
+    #: its usage exceeds the sum over its containers (storage.py).
+    storage_limit_bytes: int = 0
     security: Security = Security()
 
 
@@ -123,6 +126,12 @@ class Sandbox:
     ip: str
     containers: tuple[Container, ...]
     virtual: bool = False  # run nothing even under a process runtime (other tenants' pods)
+
+    @property
+    def storage_limit_bytes(self) -> int:
+        """The pod's ephemeral-storage limit: the sum of its containers' (upstream's
+        ``PodLimits``); 0 when none sets one."""
+        return sum(c.storage_limit_bytes for c in self.containers)
 
 
 class Runtime(Protocol):
@@ -220,13 +229,15 @@ def _mounts(spec: Mapping[str, Any], container: Mapping[str, Any]) -> tuple[Moun
     return tuple(out)
 
 
-def _limits(container: Mapping[str, Any]) -> tuple[int, int]:
-    """(CPU millicores, memory bytes) of ``resources.limits``; 0 where none is set. The API
-    server validated the quantities at create."""
+def _limits(container: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(CPU millicores, memory bytes, ephemeral-storage bytes) of ``resources.limits``; 0
+    where none is set. The API server validated the quantities at create."""
     limits = (container.get("resources") or {}).get("limits") or {}
     cpu = to_milli(limits["cpu"]) if limits.get("cpu") is not None else 0
     memory = to_units(limits["memory"]) if limits.get("memory") is not None else 0
-    return max(cpu, 0), max(memory, 0)
+    storage = limits.get("ephemeral-storage")
+    disk = to_units(storage) if storage is not None else 0
+    return max(cpu, 0), max(memory, 0), max(disk, 0)
 
 
 def sandbox_from_pod(pod: Mapping[str, Any], ip: str, virtual: bool) -> Sandbox:
@@ -247,7 +258,7 @@ def sandbox_from_pod(pod: Mapping[str, Any], ip: str, virtual: bool) -> Sandbox:
         )
         probe = _probe(c.get("readinessProbe"), ports)
         mounts = _mounts(spec, c)
-        cpu, memory = _limits(c)
+        cpu, memory, storage = _limits(c)
         containers.append(
             Container(
                 c["name"],
@@ -259,6 +270,7 @@ def sandbox_from_pod(pod: Mapping[str, Any], ip: str, virtual: bool) -> Sandbox:
                 c.get("workingDir", ""),
                 cpu_limit_millis=cpu,
                 memory_limit_bytes=memory,
+                storage_limit_bytes=storage,
                 security=security_of(spec, c),
             )
         )

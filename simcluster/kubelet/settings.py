@@ -32,4 +32,11 @@ class NodeSettings:
     lease_interval_s: float = 10.0
     status_interval_s: float = 60.0
     restart_backoff_s: float = 10.0  # first CrashLoopBackOff delay, doubling up to 300 s
+    #: The kubelet's ``podPidsLimit``: ``pids.max`` of every pod's cgroup (the ``cri``
+    #: runtime enforces it, simcluster/kubelet/podcgroup.py); <= 0: unlimited. Upstream's
+    #: default is unlimited; 1024 is what it suggests for nodes running untrusted pods.
+    pod_pids_limit: int = 1024
+    #: How often the kubelet compares each pod's local ephemeral storage with its limit
+    #: (upstream's housekeeping period: 10 s), where the runtime can measure it (storage.py).
+    storage_check_interval_s: float = 10.0
     kubelet_version: str = "v1.32.0-simcluster"

@@ -116,8 +116,9 @@ async def running(
     assert cluster.cluster is not None
     election = None
     if identity is not None:
-        election = ElectionSettings(namespace=NS, identity=identity, lease_duration_s=2.0,
-                                    renew_deadline_s=1.2, retry_period_s=0.2)  # fmt: skip
+        # No test here changes leaders: a lease a loaded machine cannot lose mid-test.
+        election = ElectionSettings(namespace=NS, identity=identity, lease_duration_s=10.0,
+                                    renew_deadline_s=8.0, retry_period_s=0.2)  # fmt: skip
     settings = ControllerSettings(
         kubeconfig=str(cluster.cluster.kubeconfigs["controller"]),
         prepare=prepare,

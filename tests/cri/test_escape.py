@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from daemon.sandbox.layout import DAEMON_PORT
-from facade.tokens import TokenMinter
+from daemon.sandbox.layout import DAEMON_PORT, token_digest
+from facade.config import load_config
 from kube import PODS, ClientSettings, KubeClient
 from sandman import AsyncSandman
 from sandman.sdk.sandbox import AsyncSandbox
@@ -121,11 +121,14 @@ async def test_no_token_is_anywhere_in_the_sandbox(
 ) -> None:
     """Neither sandbox's token is in any process's environment or command line, nor in any
     file the sandbox can read; the verifier is not in any environment either."""
-    minter = TokenMinter((cri_stack.stack.settings.workdir / "facade-secret").read_bytes())
+    minter = load_config(cri_stack.stack.settings.workdir / "facade.yaml").minter
     attacker, neighbour = pair
     patterns = "/tmp/.patterns"  # in a file: a pattern on the command line would find itself
     for sandbox in pair:
-        token = minter.token_of(await _pod(cri_stack, sandbox.id))
+        pod = await _pod(cri_stack, sandbox.id)
+        token = minter.token_of(pod)
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        assert token_digest(token).hex() == env["SANDMAN_TOKEN_SHA256"]  # the one searched for
         await attacker.files.write(patterns, f"{token}\nSANDMAN_TOKEN\n")
         found = await attacker.exec(
             "for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' '\\n' < $f; done"

@@ -25,11 +25,10 @@ from simcluster.embedded import EmbeddedCluster
 from simcluster.errors import SimclusterError
 from simcluster.kubelet.cri_runtime import CriRuntime
 from simcluster.profile import load_profile
-from tests.support.cri import CriHost
+from tests.support.cri import TOKEN, CriHost, daemon_pod, list_containers
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.bundle, pytest.mark.timeout(300)]
-TOKEN = "cri-test-token"
 
 
 @pytest.fixture
@@ -44,34 +43,6 @@ def two_nodes(cri_host: CriHost, tmp_path: Path) -> Iterator[EmbeddedCluster]:
     settings = ClusterSettings(nodes=2, runtime="cri", cri_socket=cri_host.socket)
     with EmbeddedCluster(settings, workdir=tmp_path) as c:
         yield c
-
-
-def daemon_pod(name: str, image: str, bundle: Path, node: str = "node-0") -> dict:
-    pod_ip = {"name": "SANDMAN_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "nodeName": node,
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 2,
-            "containers": [
-                {
-                    "name": "sandbox",
-                    "image": image,
-                    "command": layout.bundle_command(host="$(SANDMAN_POD_IP)"),
-                    "env": [{"name": "SANDMAN_TOKEN", "value": TOKEN}, pod_ip],
-                    "readinessProbe": {
-                        "httpGet": {"path": "/healthz", "port": layout.DAEMON_PORT},
-                        "periodSeconds": 1,
-                    },
-                    "volumeMounts": [
-                        {"name": "sandman", "mountPath": layout.BUNDLE_MOUNT, "readOnly": True}
-                    ],
-                }
-            ],
-            "volumes": [{"name": "sandman", "hostPath": {"path": str(bundle)}}],
-        },
-    }
 
 
 def _ready(v1: client.CoreV1Api, name: str) -> client.V1Pod:
@@ -93,13 +64,6 @@ def _set_image(socket: str, image: str, *, present: bool) -> None:
             stub.PullImage(api_pb2.PullImageRequest(image=spec), timeout=60)
         else:
             stub.RemoveImage(api_pb2.RemoveImageRequest(image=spec), timeout=60)
-
-
-def _containers(socket: str) -> list[str]:
-    with grpc.insecure_channel(f"unix:{socket}") as channel:
-        stub = api_pb2_grpc.RuntimeServiceStub(channel)
-        listed = stub.ListContainers(api_pb2.ListContainersRequest(), timeout=10)
-    return [c.id for c in listed.containers]
 
 
 @pytest.mark.anyio
@@ -132,7 +96,7 @@ async def test_daemon_runs_from_the_busybox_image_with_the_bundle_read_only(
         assert cri_host.task_image.reference in runtime.pulled  # absent: the start pulled it
         v1.delete_namespaced_pod("one", "t")
         wait_until(lambda: not v1.list_namespaced_pod("t").items, timeout_s=30, interval_s=0.1)
-        assert not _containers(cri_host.socket)
+        assert not list_containers(cri_host.socket)
         async with httpx.AsyncClient(timeout=1) as http:
             with pytest.raises(httpx.ConnectError):
                 await http.get(f"{url}/healthz")
@@ -256,4 +220,4 @@ async def test_two_nodes_share_containerd_and_limits_are_in_effect(
         for node in ips:
             v1.delete_namespaced_pod(f"on-{node}", "t")
         wait_until(lambda: not v1.list_namespaced_pod("t").items, timeout_s=30, interval_s=0.1)
-        assert not _containers(cri_host.socket)
+        assert not list_containers(cri_host.socket)

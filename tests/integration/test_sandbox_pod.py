@@ -5,7 +5,6 @@ and deleting the pod stops the daemon."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import psutil
 from kubernetes import client, config
 
 from daemon.sandbox.layout import DAEMON_PORT
+from devstack.sandbox_python import stage_daemon_python
 from facade.podspec import DaemonDelivery, SandboxClass, render_pod
 from facade.tokens import TokenMinter
 from sandman.sdk.daemon_client import SandboxClient
@@ -49,19 +49,23 @@ async def _tool_calls(url: str, token: str) -> None:
         assert (result.exit_code, result.stdout.data) == (0, "demo\n")
         assert await sandbox.read_file("note.txt") == b"hi\n"
         info = await sandbox.info()
-        assert info.pid > 1  # a process on this host, not a container's PID 1
+        assert info.pid == 1  # the sandbox's PID 1, as in a container (no bwrap reaper)
 
 
 def test_rendered_sandbox_pod_runs_the_real_daemon(tmp_path: Path) -> None:
+    python = stage_daemon_python(tmp_path / "python")  # the checkout stays out of the pod
     settings = ClusterSettings(
-        nodes=1, runtime="process", node=NodeSettings(preloaded_images=(IMAGE,))
+        nodes=1,
+        runtime="process",
+        node=NodeSettings(preloaded_images=(IMAGE,)),
+        process_binds=python.binds,
     )
     minter = TokenMinter(b"k" * 32)
     token = minter.token_for("sb-test", "sb-1", "")
     pod = render_pod(
         CreateSandbox(image=IMAGE, owner="run-1", env={"TASK_NAME": "demo"}),
         SandboxClass(name="tiny"),
-        DaemonDelivery("local-process", python=(sys.executable,)),
+        DaemonDelivery("local-process", python=(python.executable,)),
         name="sb-1",
         namespace="sb-test",
         tenant="team-a",

@@ -160,7 +160,7 @@ CALLS = (
     Call(A, ("create",), "coordination.k8s.io", "leases", NODES, "daemon/node/lease.py",
          "self.client.create(LEASES", "its Lease, first time"),
     Call(A, ("create",), "", "events", "default", "daemon/node/agent.py",
-         "self.client.create(EVENTS", "ImagePrepareFailed on its Node"),
+         "self.client.create(EVENTS", "ImagePrepareFailed, NodeNotHardened on its Node"),
 )  # fmt: skip
 
 CALL_SITE = re.compile(

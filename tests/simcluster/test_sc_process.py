@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,12 +20,19 @@ import pytest
 from kubernetes import client, config
 
 from devstack.rootfs import RootfsError, find_bwrap
+from devstack.sandbox_python import host_interpreter
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
+from simcluster.kubelet.bwrap import SYSTEM_PATH
 from simcluster.kubelet.process import ProcessRuntime
 from simcluster.kubelet.settings import NodeSettings
 from tests.support.kubectl import Kubectl
+from tests.support.manifests import ROOT as CHECKOUT
 from tests.support.wait import wait_until
+
+#: The host's Python as a pod sees it (the pod's root holds /usr, not this virtualenv).
+PYTHON = host_interpreter()
+SERVE = [PYTHON.executable, "-m", "http.server", "--bind"]
 
 
 @pytest.fixture
@@ -62,7 +68,7 @@ def web_pod(name: str) -> dict:
                 {
                     "name": "web",
                     "image": "python:3.11",
-                    "command": [sys.executable, "-m", "http.server", "--bind", "$(POD_IP)", "8080"],
+                    "command": [*SERVE, "$(POD_IP)", "8080"],
                     "env": [
                         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
                     ],
@@ -79,7 +85,10 @@ def web_pod(name: str) -> dict:
 
 def test_process_pod_serves_on_its_pod_ip(bwrap: str, tmp_path: Path) -> None:
     settings = ClusterSettings(
-        nodes=1, runtime="process", node=NodeSettings(preloaded_images=("python:3.11",))
+        nodes=1,
+        runtime="process",
+        node=NodeSettings(preloaded_images=("python:3.11",)),
+        process_binds=PYTHON.binds,
     )
     with (
         EmbeddedCluster(settings, workdir=tmp_path) as cluster,
@@ -130,7 +139,7 @@ def _bundle_from_host_path(v1: client.CoreV1Api, tmp_path: Path) -> None:
     (bundle / "serve.py").write_text(BUNDLE)
     pod = web_pod("bundled")
     c = pod["spec"]["containers"][0]
-    c["command"] = [sys.executable, "/sandman/serve.py", "$(POD_IP)"]
+    c["command"] = [PYTHON.executable, "/sandman/serve.py", "$(POD_IP)"]
     c["workingDir"] = "/scratch"
     c["volumeMounts"] = [
         {"name": "bundle", "mountPath": "/sandman", "readOnly": True},
@@ -204,7 +213,13 @@ OBSERVE = """
 echo "hostname=$(cat /proc/sys/kernel/hostname)"
 echo "pid=$$$$"
 test -e "$HOST_TMP_FILE" && echo host_tmp=visible || echo host_tmp=hidden
-touch "$HOST_DIR/probe" 2>/dev/null && echo host_dir=writable || echo host_dir=read-only
+if ! test -e "$HOST_DIR"; then echo host_dir=hidden
+elif touch "$HOST_DIR/probe" 2>/dev/null; then echo host_dir=writable
+else echo host_dir=read-only; fi
+test -w /usr && echo usr=writable || echo usr=read-only
+for p in /root /home /etc/shadow "$CHECKOUT"; do test -e "$p" && echo "$p=visible"; done
+echo "cap_eff=$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status)"
+echo "path=$PATH"
 """
 
 
@@ -222,6 +237,7 @@ def _observe(v1: client.CoreV1Api, name: str, marker: Path, directory: Path) -> 
     env = [
         {"name": "HOST_TMP_FILE", "value": str(marker)},
         {"name": "HOST_DIR", "value": str(directory)},
+        {"name": "CHECKOUT", "value": str(CHECKOUT)},
     ]
     pod = _shell_pod(name, OBSERVE, "Never")
     pod["spec"]["containers"][0]["env"] = env
@@ -238,7 +254,9 @@ def _observe(v1: client.CoreV1Api, name: str, marker: Path, directory: Path) -> 
 
 def test_process_pod_runs_isolated_by_bubblewrap(bwrap: str, tmp_path: Path) -> None:
     """What docs/simcluster.md promises, seen from inside the pod: its own PID and UTS
-    namespaces (the pod name as hostname), a private /tmp, the host read-only."""
+    namespaces (the pod name as hostname) with the command as PID 1, a private /tmp, only the
+    allow-listed host paths and those read-only (no /root, /home, /etc/shadow or checkout),
+    no capability, and the container's PATH rather than the host's."""
     node = NodeSettings(preloaded_images=("sh:1",))
     with (
         _host_paths() as (marker, directory),
@@ -250,11 +268,13 @@ def test_process_pod_runs_isolated_by_bubblewrap(bwrap: str, tmp_path: Path) -> 
         seen = _observe(v1, "observer", marker, directory)
         assert seen == {
             "hostname": "observer",
-            "pid": seen["pid"],
+            "pid": "1",  # the command itself: no bwrap reaper in the pod's PID namespace
             "host_tmp": "hidden",
-            "host_dir": "read-only",
+            "host_dir": "hidden",  # /var/tmp is not bound: nothing of it is there
+            "usr": "read-only",
+            "cap_eff": "0000000000000000",
+            "path": SYSTEM_PATH,
         }
-        assert int(seen["pid"]) <= 2, seen  # bwrap's init is PID 1 of the pod's namespace
         assert not (directory / "probe").exists()
 
 

@@ -5,19 +5,23 @@ so a soak on hundreds of nodes can still send tool calls to a few real sandbox d
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import httpx
+import pytest
 from kubernetes import client, config
 
+from devstack.sandbox_python import host_interpreter
 from simcluster.cluster import RUNTIME_LABEL, ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from simcluster.kubelet.settings import NodeSettings
-from simcluster.profile import load_profile
+from simcluster.profile import ProfileError, load_profile
 from tests.support.wait import wait_until
 
 IMAGE = "python:3.11"
+#: The host's Python as a pod sees it (the pod's root holds /usr, not this virtualenv).
+PYTHON = host_interpreter()
+SERVE = [PYTHON.executable, "-m", "http.server", "--bind"]
 
 
 def _server_pod(name: str, node: str) -> dict:
@@ -30,7 +34,7 @@ def _server_pod(name: str, node: str) -> dict:
                 {
                     "name": "web",
                     "image": IMAGE,
-                    "command": [sys.executable, "-m", "http.server", "--bind", "$(POD_IP)", "8080"],
+                    "command": [*SERVE, "$(POD_IP)", "8080"],
                     "env": [
                         {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
                     ],
@@ -43,7 +47,10 @@ def _server_pod(name: str, node: str) -> dict:
 
 def test_the_first_nodes_run_processes_the_rest_stay_virtual(tmp_path: Path) -> None:
     settings = ClusterSettings(
-        nodes=3, process_nodes=1, node=NodeSettings(preloaded_images=(IMAGE,))
+        nodes=3,
+        process_nodes=1,
+        node=NodeSettings(preloaded_images=(IMAGE,)),
+        process_binds=PYTHON.binds,
     )
     with (
         EmbeddedCluster(settings, workdir=tmp_path) as cluster,
@@ -80,3 +87,13 @@ def test_the_first_nodes_run_processes_the_rest_stay_virtual(tmp_path: Path) -> 
 def test_the_profile_key_sets_the_process_nodes() -> None:
     assert load_profile("paper-burst", {"nodes.process_count": "2"}).process_nodes == 2
     assert load_profile("paper-burst").process_nodes == 0
+
+
+def test_the_profile_key_sets_the_process_binds() -> None:
+    binds = load_profile("dev", {"process.binds": '{"/opt/py": "/srv/py"}'}).process_binds
+    assert binds == (("/opt/py", "/srv/py"),)
+    assert load_profile("dev").process_binds == ()
+    with pytest.raises(ProfileError, match="both must be absolute"):
+        load_profile("dev", {"process.binds": '{"opt/py": "/srv/py"}'})
+    with pytest.raises(ProfileError, match="must map"):
+        load_profile("dev", {"process.binds": "[/srv/py]"})

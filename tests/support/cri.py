@@ -13,17 +13,23 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
+import grpc
 import pytest
+from cri_api.v1 import api_pb2, api_pb2_grpc
 
+from daemon.sandbox import layout
 from devstack.containerd import ContainerdError, ContainerdHost, missing_tools
 from devstack.ociimage import ImageSpec, PushedImage, build_and_push
 from tests.support.leaks import FIXTURE_PIDS
 from tests.support.prerequisites import missing
 
-__all__ = ["CriHost", "start_cri_host"]
+__all__ = ["TOKEN", "CriHost", "daemon_pod", "list_containers", "start_cri_host"]
 
 SLEEP = ("/bin/busybox", "sleep", "2147483647")
+#: The daemon token of the pods daemon_pod renders.
+TOKEN = "cri-test-token"
 
 
 @dataclass(frozen=True)
@@ -63,3 +69,40 @@ def start_cri_host(config: pytest.Config) -> CriHost:
         asyncio.run(host.stop())
         raise
     return CriHost(host, task, spare)
+
+
+def daemon_pod(name: str, image: str, bundle: Path, node: str = "node-0") -> dict:
+    """A pod of ``image`` running the daemon bundle from a read-only hostPath as PID 1."""
+    pod_ip = {"name": "SANDMAN_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 2,
+            "containers": [
+                {
+                    "name": "sandbox",
+                    "image": image,
+                    "command": layout.bundle_command(host="$(SANDMAN_POD_IP)"),
+                    "env": [{"name": "SANDMAN_TOKEN", "value": TOKEN}, pod_ip],
+                    "readinessProbe": {
+                        "httpGet": {"path": "/healthz", "port": layout.DAEMON_PORT},
+                        "periodSeconds": 1,
+                    },
+                    "volumeMounts": [
+                        {"name": "sandman", "mountPath": layout.BUNDLE_MOUNT, "readOnly": True}
+                    ],
+                }
+            ],
+            "volumes": [{"name": "sandman", "hostPath": {"path": str(bundle)}}],
+        },
+    }
+
+
+def list_containers(socket: str) -> list[str]:
+    """The ids of every container containerd holds (any state)."""
+    with grpc.insecure_channel(f"unix:{socket}") as channel:
+        stub = api_pb2_grpc.RuntimeServiceStub(channel)
+        listed = stub.ListContainers(api_pb2.ListContainersRequest(), timeout=10)
+    return [c.id for c in listed.containers]

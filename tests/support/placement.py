@@ -70,8 +70,11 @@ def _settings(
             name=LEASE.lease_name,
             namespace=LEASE.lease_namespace,
             identity=identity,
-            lease_duration_s=2.0,
-            renew_deadline_s=1.2,
+            # Long enough that a loaded CI machine never loses a leader mid-test (a 1.2 s
+            # renew deadline once did: a batch's last member went unbound). A clean stop
+            # releases the Lease, so the tests' leader changes still take one retry period.
+            lease_duration_s=10.0,
+            renew_deadline_s=8.0,
             retry_period_s=0.2,
         ),
         placement=PLACEMENT,
