@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import secrets
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -35,6 +34,7 @@ import yaml
 
 from controller.app import Controller, ControllerSettings
 from devstack.crds import sandbox_claim_crd
+from devstack.sandbox_python import stage_daemon_python
 from facade.app import Facade, FacadeSettings
 from facade.config import FacadeConfig, load_config
 from facade.podspec import render_pool_template
@@ -71,10 +71,10 @@ async def controller(kubeconfig: str) -> AsyncIterator[Controller]:
         await asyncio.wait_for(task, 20)
 
 
-def _config(workdir: Path, token: str) -> FacadeConfig:
+def _config(workdir: Path, token: str, python: str) -> FacadeConfig:
     document = {
         "secret": secrets.token_urlsafe(48),
-        "delivery": {"mode": "local-process", "python": [sys.executable]},
+        "delivery": {"mode": "local-process", "python": [python]},
         "classes": [{"name": CLASS}],
         "tenants": [{
             "name": TENANT, "namespace": NAMESPACE,
@@ -126,44 +126,62 @@ async def _batch_ready(http: aiohttp.ClientSession, n: int, owner: str) -> float
 async def run(rounds: int, batch: int) -> tuple[dict[str, list[float]], dict[str, int]]:
     token = secrets.token_urlsafe(16)
     node = NodeSettings(cpu="16", memory="64Gi", max_pods=110, preloaded_images=(IMAGE,))
-    settings = ClusterSettings(nodes=2, runtime="process", node=node, foreign_fraction=0.0)
     results: dict[str, list[float]] = {"pooled": [], "cold": []}
     claims: dict[str, int] = {}
-    with (
-        tempfile.TemporaryDirectory(prefix="bench-pooled-") as tmp,
-        EmbeddedCluster(settings, Path(tmp) / "cluster") as cluster,
-    ):
-        kubeconfig = str(cluster.kubeconfig)
-        async with await KubeClient.connect(UNLIMITED, kubeconfig=kubeconfig) as client:
-            await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
-            with contextlib.suppress(AlreadyExists):
-                await client.create(CRDS, sandbox_claim_crd())
-            config = _config(Path(tmp), token)
-            async with controller(kubeconfig) as c:
-                placement = PlacementClientSettings(url=c.health_url)
-                facade = Facade(
-                    FacadeSettings(port=0, kubeconfig=kubeconfig, placement=placement), config
-                )
-                await facade.start()
-                try:
-                    headers = {"Authorization": f"Bearer {token}"}
-                    async with aiohttp.ClientSession(facade.url, headers=headers) as http:
-                        for r in range(rounds):
-                            await _round(client, c, http, config, r, batch, results)
-                            print(
-                                f"round {r + 1}/{rounds}: pooled {results['pooled'][-1]:.3f} s,"
-                                f" cold {results['cold'][-1]:.3f} s",
-                                flush=True,
-                            )
-                    registry = facade.metrics.registry
-                    for outcome in ("hit", "partial", "miss", "failed"):
-                        value = registry.get_sample_value(
-                            "sandman_facade_pool_claims_total", {"outcome": outcome}
-                        )
-                        claims[outcome] = int(value or 0)
-                finally:
-                    await facade.stop()
+    with tempfile.TemporaryDirectory(prefix="bench-pooled-") as tmp:
+        # The daemon's Python staged outside the checkout (devstack/sandbox_python.py).
+        python = stage_daemon_python(Path(tmp) / "python")
+        settings = ClusterSettings(
+            nodes=2, runtime="process", node=node, foreign_fraction=0.0,
+            process_binds=python.binds,
+        )  # fmt: skip
+        with EmbeddedCluster(settings, Path(tmp) / "cluster") as cluster:
+            await _run_in(cluster, Path(tmp), token, python.executable, rounds, batch,
+                          results, claims)  # fmt: skip
     return results, claims
+
+
+async def _run_in(
+    cluster: EmbeddedCluster,
+    tmp: Path,
+    token: str,
+    python: str,
+    rounds: int,
+    batch: int,
+    results: dict[str, list[float]],
+    claims: dict[str, int],
+) -> None:
+    """The controller and the facade on ``cluster``, and the rounds."""
+    kubeconfig = str(cluster.kubeconfig)
+    async with await KubeClient.connect(UNLIMITED, kubeconfig=kubeconfig) as client:
+        await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+        with contextlib.suppress(AlreadyExists):
+            await client.create(CRDS, sandbox_claim_crd())
+        config = _config(tmp, token, python)
+        async with controller(kubeconfig) as c:
+            placement = PlacementClientSettings(url=c.health_url)
+            facade = Facade(
+                FacadeSettings(port=0, kubeconfig=kubeconfig, placement=placement), config
+            )
+            await facade.start()
+            try:
+                headers = {"Authorization": f"Bearer {token}"}
+                async with aiohttp.ClientSession(facade.url, headers=headers) as http:
+                    for r in range(rounds):
+                        await _round(client, c, http, config, r, batch, results)
+                        print(
+                            f"round {r + 1}/{rounds}: pooled {results['pooled'][-1]:.3f} s,"
+                            f" cold {results['cold'][-1]:.3f} s",
+                            flush=True,
+                        )
+                registry = facade.metrics.registry
+                for outcome in ("hit", "partial", "miss", "failed"):
+                    value = registry.get_sample_value(
+                        "sandman_facade_pool_claims_total", {"outcome": outcome}
+                    )
+                    claims[outcome] = int(value or 0)
+            finally:
+                await facade.stop()
 
 
 async def _round(

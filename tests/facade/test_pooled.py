@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from aiohttp.test_utils import TestServer
 
 from controller.app import Controller
 from daemon.sandbox.layout import DAEMON_PORT
+from devstack.sandbox_python import SandboxPython, stage_daemon_python
 from facade.app import FacadeSettings
 from facade.pooled import PooledSettings
 from facade.service import ServiceSettings
@@ -40,16 +43,33 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 IMAGE, CLASS = "registry.local/task:1", "tiny"
 SPEC = {"image": IMAGE, "owner": "run-1", "env": {"TASK": "t-7"}, "labels": {"step": "7"}}
 SETTINGS = FacadeSettings(port=0, client=FAST, placement=LEASE)
+#: The ``facade_of`` fixture: a live facade of these settings, its sandboxes on the staged Python.
+FacadeOf = Callable[[FacadeSettings], AbstractAsyncContextManager[LiveFacade]]
+
+
+@pytest.fixture(scope="module")
+def python(tmp_path_factory: pytest.TempPathFactory) -> SandboxPython:
+    """The daemon's Python as the process runtime's sandboxes see it (the checkout stays out
+    of the pods): staged once for the module."""
+    return stage_daemon_python(tmp_path_factory.mktemp("python"))
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
+def cluster(tmp_path: Path, python: SandboxPython) -> Iterator[EmbeddedCluster]:
     """One node whose pods are real processes (every pool daemon answers its claim)."""
     base = cluster_of(1, cpu="16", foreign=0.0)
     node = dataclasses.replace(base.node, preloaded_images=(IMAGE,))
-    settings = dataclasses.replace(base, runtime="process", node=node)
+    settings = dataclasses.replace(base, runtime="process", node=node, process_binds=python.binds)
     with EmbeddedCluster(settings, tmp_path / "cluster") as c:
         yield c
+
+
+@pytest.fixture
+def facade_of(cluster: EmbeddedCluster, python: SandboxPython, tmp_path: Path) -> FacadeOf:
+    """A live facade whose sandboxes run the staged Python."""
+    return lambda settings: live_facade(
+        cluster.kubeconfig, settings, tmp_path, python=python.executable
+    )
 
 
 @pytest.fixture
@@ -106,9 +126,9 @@ async def _get(live: LiveFacade, sid: str) -> tuple[int, Any]:
 
 
 async def test_a_batch_takes_the_pool_first_and_its_rest_cold(
-    cluster: EmbeddedCluster, client: KubeClient, leader: Controller, tmp_path: Path
+    facade_of: FacadeOf, client: KubeClient, leader: Controller, cluster: EmbeddedCluster
 ) -> None:
-    async with live_facade(cluster.kubeconfig, SETTINGS, tmp_path) as live:
+    async with facade_of(SETTINGS) as live:
         names = await _pool(client, live, leader, 3)
         status, _ = await _get(live, names[0])
         assert status == 404  # an unclaimed pool pod is nobody's sandbox
@@ -150,7 +170,7 @@ async def test_a_batch_takes_the_pool_first_and_its_rest_cold(
             assert r.status in (200, 202), await r.text()
             assert (await r.json())["released"] == 4
         for sid in ids[1:3]:
-            await wait_until_async(lambda sid=sid: _absent(client, sid), timeout_s=15)
+            await wait_until_async(functools.partial(_absent, client, sid), timeout_s=15)
 
 
 async def _absent(client: KubeClient, name: str) -> bool:
@@ -159,11 +179,11 @@ async def _absent(client: KubeClient, name: str) -> bool:
 
 
 async def test_a_pool_daemon_runs_nothing_before_its_claim(
-    cluster: EmbeddedCluster, client: KubeClient, leader: Controller, tmp_path: Path
+    facade_of: FacadeOf, client: KubeClient, leader: Controller, cluster: EmbeddedCluster
 ) -> None:
     """Pristine: the daemon of an unclaimed pool pod refuses tool calls, with its pool token
     as with the token its claim would bring."""
-    async with live_facade(cluster.kubeconfig, SETTINGS, tmp_path) as live:
+    async with facade_of(SETTINGS) as live:
         (name,) = await _pool(client, live, leader, 1)
         pod = await client.get(PODS, name, NAMESPACE)
         minter = live.facade.config.minter
@@ -183,9 +203,9 @@ async def test_a_pool_daemon_runs_nothing_before_its_claim(
 
 
 async def test_no_pool_is_a_miss_and_the_create_goes_cold(
-    cluster: EmbeddedCluster, client: KubeClient, leader: Controller, tmp_path: Path
+    facade_of: FacadeOf, client: KubeClient, leader: Controller, cluster: EmbeddedCluster
 ) -> None:
-    async with live_facade(cluster.kubeconfig, SETTINGS, tmp_path) as live:
+    async with facade_of(SETTINGS) as live:
         sandboxes = await _batch(live, 2, "k-3")
         assert _claims(live, "miss") == 1
         pods = {p["metadata"]["name"] for p in (await client.list(PODS, NAMESPACE))["items"]}
@@ -194,7 +214,7 @@ async def test_no_pool_is_a_miss_and_the_create_goes_cold(
 
 
 async def test_a_claims_endpoint_that_hangs_costs_a_create_its_timeout_only(
-    cluster: EmbeddedCluster, client: KubeClient, tmp_path: Path
+    facade_of: FacadeOf, client: KubeClient
 ) -> None:
     """No controller answers (the Lease names a URL nobody serves in time): the create
     goes cold after claim_timeout_s, and the pre-placed ask after it falls back too."""
@@ -214,7 +234,7 @@ async def test_a_claims_endpoint_that_hangs_costs_a_create_its_timeout_only(
         settings = dataclasses.replace(
             SETTINGS, placement=placement, service=ServiceSettings(pooled=pooled)
         )
-        async with live_facade(cluster.kubeconfig, settings, tmp_path) as live:
+        async with facade_of(settings) as live:
             started = time.monotonic()
             await _batch(live, 2, "k-4", {"image": IMAGE, "owner": "run-1"})
             assert time.monotonic() - started < 2.0
@@ -224,9 +244,9 @@ async def test_a_claims_endpoint_that_hangs_costs_a_create_its_timeout_only(
 
 
 async def test_a_pool_pod_on_a_cordoned_node_is_never_handed_out(
-    cluster: EmbeddedCluster, client: KubeClient, leader: Controller, tmp_path: Path
+    facade_of: FacadeOf, client: KubeClient, leader: Controller, cluster: EmbeddedCluster
 ) -> None:
-    async with live_facade(cluster.kubeconfig, SETTINGS, tmp_path) as live:
+    async with facade_of(SETTINGS) as live:
         (name,) = await _pool(client, live, leader, 1)
         await client.patch(NODES, "node-0", {"spec": {"unschedulable": True}})
         await wait_until_async(lambda: _offered(leader) == 0, timeout_s=10)
@@ -237,11 +257,11 @@ async def test_a_pool_pod_on_a_cordoned_node_is_never_handed_out(
 
 
 async def test_with_pools_off_every_create_is_cold(
-    cluster: EmbeddedCluster, client: KubeClient, leader: Controller, tmp_path: Path
+    facade_of: FacadeOf, client: KubeClient, leader: Controller, cluster: EmbeddedCluster
 ) -> None:
     """``--no-service-pooled``: no claims informer, no pooled source; the pool stays."""
     settings = dataclasses.replace(SETTINGS, service=ServiceSettings(pooled=None))
-    async with live_facade(cluster.kubeconfig, settings, tmp_path) as live:
+    async with facade_of(settings) as live:
         (name,) = await _pool(client, live, leader, 1)
         (sandbox,) = await _batch(live, 1, "k-6")
         assert sandbox["id"] != name and _offered(leader) == 1
