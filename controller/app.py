@@ -214,7 +214,13 @@ class Controller:
             if s.claims is not None:
                 self.claims = ClaimService(client, self.view, s.claims, verifier=verifier)
                 self.claims.attach()
-            self.gc = GarbageCollector(client, self.view, s.gc, self.metrics)
+            self.gc = GarbageCollector(
+                client,
+                self.view,
+                s.gc,
+                self.metrics,
+                claims=None if self.claims is None else self.claims.informer,
+            )
             self.replacer = Replacer(client, self.view, s.replacer, self.metrics)
             self.replacer.attach()
             if s.prepare is not None:

@@ -215,6 +215,8 @@ class ClaimService:
         known = self.book.claim_of(ns, body.claim)
         if known is not None:
             return self._replay(f"{ns}/{body.claim}", body, list(known))
+        if body.replay_only:
+            return ClaimsAnswer(pods=[])
         decided = self._clock()
         pods = self.book.take(key, body.count, body.claim)
         if not pods:

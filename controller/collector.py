@@ -14,6 +14,10 @@ the informer caches (no API reads) every ``interval_s`` and deletes sandbox pods
 | ``node-gone`` | bound to a node that has not existed for ``node_gone_grace_s`` (force delete) |
 | ``owner-expired`` | the owner's Lease expired (:mod:`controller.owners`): deletecollection |
 
+A claimed pool sandbox's expiry, idle timeout and owner are its SandboxClaim's
+(controller/claim_life.py): the same reasons apply to it, read from the claim. A claim none
+of whose pods is left is deleted after ``claim_grace_s`` (``sandman_gc_claims_deleted``).
+
 (*) after ``terminal_retention_s``. The daemon exits 0 once its idle timeout
 (``sandman.io/idle-timeout-seconds``, written by the facade) passes with no request, so
 ``idle`` is a sandbox the trainer forgot, not one that broke.
@@ -39,6 +43,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from controller.claim_life import ClaimedPods
 from controller.collector_index import Candidates
 from controller.metrics import ControllerMetrics
 from controller.owners import OwnerLeases
@@ -46,6 +51,8 @@ from controller.view import ClusterView
 from kube import EVENTS, PODS, KubeClient, KubeError, NotFound
 from kube.cache import Obj
 from kube.contract import ANNOTATION_EXPIRES_AT, ANNOTATION_IDLE_TIMEOUT
+from kube.informer import Informer
+from kube.pool_contract import SANDBOX_CLAIMS
 from kube.times import epoch_seconds, format_time
 from sandman.base.settings import fixed, setting
 
@@ -79,6 +86,12 @@ class GCSettings:
         why="the contract's name (kube/contract.py): a Succeeded sandbox with it ended by its "
         "daemon's idle timeout",
     )
+    claim_grace_s: float = setting(
+        300.0,
+        help="a SandboxClaim none of whose pods has been seen this long is deleted: longer than "
+        "the watch's lag behind a new claim and than a trainer's retries of its create (a "
+        "retry that finds the claim gets its sandboxes back)",
+    )
     qps: float = setting(
         20.0, help="deletes (and their Events) per second, from a token bucket of their own"
     )
@@ -103,6 +116,7 @@ class GarbageCollector:
         settings: GCSettings | None = None,
         metrics: ControllerMetrics | None = None,
         *,
+        claims: Informer | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -111,10 +125,20 @@ class GarbageCollector:
         self.view = view
         self.metrics = metrics or ControllerMetrics()
         self._clock, self._wall = clock, wall
-        self.owners = OwnerLeases(view, clock=clock)
+        #: The claims of pool pods (the claim service's informer); None: no pools.
+        self.claimed = (
+            None
+            if claims is None
+            else ClaimedPods(claims, self._pod_known, grace_s=s.claim_grace_s, clock=clock)
+        )
+        self.owners = OwnerLeases(view, clock=clock, claimed=self.claimed)
         self._first_seen: dict[tuple[str, str], float] = {}  # (reason key, uid/node) -> t
         self._deleting: set[str] = set()
-        self._candidates = Candidates(view, s.expires_annotation, s.pending_deadline_s)
+        self._candidates = Candidates(
+            view, s.expires_annotation, s.pending_deadline_s, expiry=self._expiry_of
+        )
+        if self.claimed is not None:
+            self.claimed.on_change = self._candidates.refresh
         #: Pods the last scan looked at (its cost: candidates, not every cached pod).
         self.examined = 0
 
@@ -127,7 +151,34 @@ class GarbageCollector:
             self.metrics.gc_backlog.set(len(due))
             for pod, reason in due:
                 await self._delete(pod, reason)
+            if self.claimed is not None:
+                for namespace, name in list(self.claimed.spent()):
+                    await self._delete_claim(namespace, name)
             await asyncio.sleep(self.settings.interval_s)
+
+    def _pod_known(self, namespace: str, name: str) -> bool:
+        key = f"{namespace}/{name}"
+        return self.view.bound.cache.get(key) is not None or (
+            self.view.pending.cache.get(key) is not None
+        )
+
+    def _expiry_of(self, pod: Obj) -> str | None:
+        annotation = self.settings.expires_annotation
+        if self.claimed is None:
+            return (pod["metadata"].get("annotations") or {}).get(annotation)
+        return self.claimed.expires_at(pod, annotation)
+
+    async def _delete_claim(self, namespace: str, name: str) -> None:
+        """A claim whose pods are all gone (controller/claim_life.py): nothing lingers."""
+        try:
+            await self.client.delete(SANDBOX_CLAIMS, name, namespace)
+        except NotFound:
+            pass
+        except KubeError as e:
+            log.warning("gc: deleting SandboxClaim %s/%s failed: %s", namespace, name, e)
+            return
+        self.metrics.gc_claims_deleted.inc()
+        log.info("gc: deleted SandboxClaim %s/%s (its pods are gone)", namespace, name)
 
     async def _collect_owner(self, lease: Obj, owner: str) -> None:
         try:
@@ -202,7 +253,13 @@ class GarbageCollector:
         idle timeout, and every container ended with exit code 0."""
         status = pod.get("status") or {}
         annotations = pod["metadata"].get("annotations") or {}
-        if status.get("phase") != "Succeeded" or not annotations.get(self.settings.idle_annotation):
+        idle = self.settings.idle_annotation
+        had_idle = (
+            self.claimed.idle_timeout(pod, idle)
+            if self.claimed is not None
+            else bool(annotations.get(idle))
+        )
+        if status.get("phase") != "Succeeded" or not had_idle:
             return False
         codes = [
             ((cs.get("state") or {}).get("terminated") or {}).get("exitCode")
@@ -211,8 +268,7 @@ class GarbageCollector:
         return bool(codes) and all(code == 0 for code in codes)
 
     def _expired(self, pod: Obj, wall: float) -> str | None:
-        annotations = pod["metadata"].get("annotations") or {}
-        at = epoch_seconds(annotations.get(self.settings.expires_annotation))
+        at = epoch_seconds(self._expiry_of(pod))
         return "expired" if at is not None and at <= wall else None
 
     # --- deleting -----------------------------------------------------------------------

@@ -18,7 +18,7 @@ moves, so a delete that failed is tried again on the next scan, as before.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Container
+from collections.abc import Callable, Container, Iterable
 
 from controller.view import ClusterView
 from kube.cache import Obj
@@ -35,9 +35,20 @@ class Candidates:
     by what can make them due. Handlers are registered at construction (and replayed over
     what the informers already hold)."""
 
-    def __init__(self, view: ClusterView, expires_annotation: str, pending_deadline_s: float):
+    def __init__(
+        self,
+        view: ClusterView,
+        expires_annotation: str,
+        pending_deadline_s: float,
+        expiry: Callable[[Obj], str | None] | None = None,
+    ):
+        self._view = view
         self._scheduler_name = view.settings.scheduler_name
         self._expires = expires_annotation
+        #: A pod's expiry (RFC 3339): its annotation, or its claim's (controller/claim_life.py).
+        self._expiry = expiry or (
+            lambda pod: (pod["metadata"].get("annotations") or {}).get(expires_annotation)
+        )
         self._pending_deadline_s = pending_deadline_s
         self.bound: dict[str, Obj] = {}  # uid -> the bound cache's object
         self.pending: dict[str, Obj] = {}  # uid -> the pending cache's object
@@ -129,7 +140,7 @@ class Candidates:
         pod = self.bound.get(uid) or pending
         if pod is None:
             return None
-        deadline = epoch_seconds((pod["metadata"].get("annotations") or {}).get(self._expires))
+        deadline = epoch_seconds(self._expiry(pod))
         if pending is not None and not (pending.get("spec") or {}).get("nodeName"):
             created = epoch_seconds(pending["metadata"].get("creationTimestamp"))
             if created is not None:
@@ -149,6 +160,14 @@ class Candidates:
             if len(self._heap) > 2 * len(self._deadline) + 1024:
                 self._heap = [(d, u) for u, d in self._deadline.items()]
                 heapq.heapify(self._heap)
+
+    def refresh(self, namespace: str, names: Iterable[str]) -> None:
+        """The deadlines of these pods again (their claim appeared, changed or went)."""
+        for name in names:
+            for cache in (self._view.bound.cache, self._view.pending.cache):
+                pod = cache.get(f"{namespace}/{name}")
+                if pod is not None:
+                    self._reschedule(pod["metadata"]["uid"])
 
     # --- what a scan looks at -----------------------------------------------------------
     def known(self, uid: str) -> bool:

@@ -88,6 +88,13 @@ class ControllerMetrics:
             registry=r,
         )
 
+        self.gc_claims_deleted = Counter(
+            "sandman_gc_claims_deleted",
+            "SandboxClaims the garbage collector deleted once none of their pods was left "
+            "(after gc.claim_grace_s: controller/claim_life.py).",
+            registry=r,
+        )
+
         self.gc_backlog = Gauge(
             "sandman_gc_backlog_pods",
             "Sandbox pods due for deletion at the collector's last pass (not yet deleted: "

@@ -8,6 +8,10 @@ label removes the owner's sandboxes in the Lease's namespace, and one more its i
 announcements (``ImagePreparation`` objects the facade labelled with the owner): a crashed
 trainer's images stop being prepared within one lease duration, not their ``ttl_s``.
 
+A claimed pool sandbox carries its owner in its SandboxClaim, not a label
+(controller/claim_life.py): its pods go with one more deletecollection per 100 of them, by
+name (``sandman.io/sandbox in (...)``).
+
 Expiry is judged like leader election judges it: by when *this* controller last saw the
 Lease's spec change plus ``leaseDurationSeconds``, on its own monotonic clock — never by
 comparing the trainer's wall clock with ours. Every replica observes (warm after failover); a
@@ -21,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from controller.claim_life import ClaimedPods
 from controller.view import ClusterView
 from kube import PODS, KubeClient, NotFound
 from kube.cache import Obj, object_key
@@ -31,8 +36,15 @@ __all__ = ["OwnerLeases"]
 
 
 class OwnerLeases:
-    def __init__(self, view: ClusterView, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        view: ClusterView,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        claimed: ClaimedPods | None = None,
+    ) -> None:
         self.view = view
+        self.claimed = claimed
         self._clock = clock
         self._observed: dict[str, tuple[Any, float]] = {}  # key -> (spec, observed at)
         self._collected: dict[str, str] = {}  # key -> resourceVersion collected
@@ -78,12 +90,15 @@ class OwnerLeases:
         selector = f"{self.view.settings.owner_label}={owner}"
         ns = lease["metadata"]["namespace"]
         pods = await client.delete_collection(PODS, ns, label_selector=selector)
+        count = _count(pods)
+        for names in self.claimed.owner_selectors(ns, owner) if self.claimed else ():
+            count += _count(await client.delete_collection(PODS, ns, label_selector=names))
         try:
             preps = await client.delete_collection(IMAGE_PREPARATIONS, ns, label_selector=selector)
         except NotFound:
             preps = None  # the CRD is not installed: nothing was announced
         self._collected[object_key(lease)] = lease["metadata"].get("resourceVersion", "")
-        return _count(pods), _count(preps)
+        return count, _count(preps)
 
 
 def _count(result: Any) -> int:

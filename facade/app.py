@@ -20,6 +20,7 @@ from kube.contract import LABEL_SANDBOX
 from kube.freezer import Freezer, FreezerSettings
 from kube.informer import Informer, InformerSettings
 from kube.placement import PlacementClient, PlacementClientSettings
+from kube.pool_contract import SANDBOX_CLAIMS
 from sandman.base.settings import LOG_LEVELS, fixed, part, setting
 from sandman.wire.keepalive import FACADE_IDLE_S
 
@@ -257,8 +258,20 @@ class Facade:
             name=f"events/{namespace}",
         )
         self.index.attach(namespace, pods, events)
-        self.informers += [pods, events]
-        for informer in (pods, events):
+        watched = [pods, events]
+        if self.settings.service.pooled is not None:
+            # Whose the claimed pool pods are (facade/claimed.py).
+            claims = Informer(
+                self.client,
+                SANDBOX_CLAIMS,
+                namespace=namespace,
+                settings=self.settings.informer,
+                name=f"claims/{namespace}",
+            )
+            self.index.attach_claims(claims)
+            watched.append(claims)
+        self.informers += watched
+        for informer in watched:
             self._tasks.append(asyncio.create_task(informer.run(), name=informer.name))
 
     async def _housekeeping(self) -> None:
@@ -288,6 +301,8 @@ class Facade:
         self._tasks.clear()
         await self.proxy.close()
         self.audit.stop()
+        if self.service is not None and self.service.pooled is not None:
+            await self.service.pooled.close()
         if self.placer is not None:
             await self.placer.close()
             self.placer = None

@@ -17,6 +17,14 @@ created on its own, through all the sources, before any other member. If it meet
 another request (its digest differs: facade/idempotency.py), the whole batch is refused
 with 409 ``idempotency_key_reused`` while no other member exists, instead of silently
 creating the members the first request never had. The rest then go as one order.
+
+**Pooled first, whole.** Before the waves the whole order is offered to the pooled source
+(facade/pooled.py) with the request's claim: one claims call per request, named by its
+Idempotency-Key, so it cannot go member by member. It needs no first member alone: the
+leader refuses a claim of another request itself (409). Member ``i`` is the claim's
+``i``-th pod, so a retry finds its pooled members through the claim in the watch cache
+(facade/claimed.py), as it finds its cold ones by name; what the pool did not cover goes
+on in waves to the cold sources.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kube.cache import Obj
+from kube.pool_contract import claim_name
 from sandman.wire.errors import Reason
 from sandman.wire.facade import BatchFailure, BatchResult, CreateBatch, CreateSandbox, Sandbox
 
@@ -34,7 +43,7 @@ from .fairness import check_class, check_image
 from .idempotency import request_digest, reused_key, sandbox_id
 from .index import SandboxIndex
 from .metrics import FacadeMetrics
-from .order import Member, Order, Outcome, Refused, Written
+from .order import Member, Order, Outcome, Pooling, Refused, Written
 from .podspec import DaemonDelivery, SandboxClass, render_pod
 from .sources import SandboxSource, supply_in_turn
 from .tenancy import Tenant, TenantDirectory
@@ -54,6 +63,8 @@ class _Request:
     ids: tuple[str, ...]
     #: What an Idempotency-Key is used for: the whole request (a batch's count included).
     digest: str
+    #: The request's SandboxClaim, if pooled members it gets are recorded in one.
+    claim: str
     group: str | None = None
 
 
@@ -69,6 +80,7 @@ class CreatePath:
         minter: TokenMinter,
         metrics: FacadeMetrics,
         sources: Sequence[SandboxSource],
+        pooled: SandboxSource | None = None,
     ) -> None:
         self.index = index
         self.tenants = tenants
@@ -78,12 +90,15 @@ class CreatePath:
         self.metrics = metrics
         #: Offered each order in turn; the last one takes every member left to it.
         self.sources = tuple(sources)
+        #: Offered each whole order before them (module docstring); None: no pools.
+        self.pooled = pooled
 
     async def create(
         self, tenant: Tenant, spec: CreateSandbox, key: str | None
     ) -> tuple[Sandbox, bool]:
         """The sandbox and whether this call created it (False: an idempotent replay)."""
-        request = _Request(spec, (sandbox_id(tenant, key),), request_digest(spec))
+        digest = request_digest(spec)
+        request = _Request(spec, (sandbox_id(tenant, key),), digest, _claim(tenant, key))
         (outcome,) = await self._create(tenant, request)
         if isinstance(outcome, Refused):
             raise outcome.error
@@ -93,7 +108,7 @@ class CreatePath:
         self, tenant: Tenant, batch: CreateBatch, key: str | None
     ) -> BatchResult:
         ids = tuple(sandbox_id(tenant, key, i) for i in range(batch.count))
-        request = _Request(batch.spec, ids, request_digest(batch), batch.group)
+        request = _Request(batch.spec, ids, request_digest(batch), _claim(tenant, key), batch.group)
         outcomes = await self._create(tenant, request)
         return BatchResult(
             sandboxes=[o.sandbox for o in outcomes if isinstance(o, Written)],
@@ -107,7 +122,9 @@ class CreatePath:
         if todo:
             sandbox_class = self._admit(tenant, request.spec, len(todo))
             members = (Member(i, self._render(tenant, request, sandbox_class, i)) for i in todo)
-            outcomes |= await self._in_waves(Order(tenant, tuple(members), request.group))
+            pooling = Pooling(request.spec, request.digest, request.claim, bool(outcomes))
+            order = Order(tenant, tuple(members), request.group, pooling)
+            outcomes |= await self._in_waves(order)
         return [outcomes[i] for i in range(len(request.ids))]
 
     def _replays(self, tenant: Tenant, request: _Request) -> dict[int, Outcome]:
@@ -121,6 +138,16 @@ class CreatePath:
                 raise reused
             if (sandbox := self.index.get(tenant.namespace, sid)) is not None:
                 replays[i] = Written(sandbox, created=False)
+        claimed = self.index.claims.claim(tenant.namespace, request.claim)
+        if claimed is not None:
+            if claimed.spec.request_digest != request.digest:
+                raise FacadeError(
+                    "this Idempotency-Key was used for a different request; use a new key",
+                    reason=Reason.IDEMPOTENCY_KEY_REUSED,
+                )
+            for i, name in enumerate(claimed.spec.pods[: len(request.ids)]):
+                if i not in replays and (sandbox := self.index.get(tenant.namespace, name)):
+                    replays[i] = Written(sandbox, created=False)
         return replays
 
     def _admit(self, tenant: Tenant, spec: CreateSandbox, count: int) -> SandboxClass:
@@ -170,8 +197,16 @@ class CreatePath:
         """The order's rendered pods through the sources: the first member alone, then the
         rest (module docstring); a key reused by another request refuses the whole order."""
         outcomes: dict[int, Outcome] = {}
-        first = order.members[:1]
-        for wave in (first, order.members[1:]):
+        members = order.members
+        if self.pooled is not None and order.pooling is not None:
+            supply = await self.pooled.supply(order)
+            refused = [o for o in supply.outcomes.values() if isinstance(o, Refused)]
+            if refused and refused[0].error.reason is Reason.IDEMPOTENCY_KEY_REUSED:
+                raise refused[0].error
+            outcomes |= supply.outcomes
+            members = supply.left
+        first = members[:1]
+        for wave in (first, members[1:]):
             if not wave:
                 continue
             outcomes |= await supply_in_turn(self.sources, Order(order.tenant, wave, order.group))
@@ -180,6 +215,12 @@ class CreatePath:
             if wave is first and isinstance(answer, Refused) and answer.error.reason is reused:
                 raise answer.error
         return outcomes
+
+
+def _claim(tenant: Tenant, key: str | None) -> str:
+    """The request's SandboxClaim: named by its tenant and Idempotency-Key, or a new name
+    for a request without a key (it is never retried)."""
+    return claim_name(f"{tenant.name}\0{key}" if key else sandbox_id(tenant, None))
 
 
 def _failure(index: int, e: FacadeError) -> BatchFailure:

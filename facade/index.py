@@ -12,6 +12,9 @@ Three details make the cache safe to answer from:
   always wins over a provisional entry.
 - **Replacements.** A sandbox is a label, not a pod name: the controller may replace a pod
   rejected by kubelet admission (``<id>-r<n>``); the newest attempt speaks for the sandbox.
+- **Claims.** A claimed pool sandbox's owner, labels and expiry are its SandboxClaim's, not
+  its pod's (facade/claimed.py): the view joins the two, and an unclaimed pool pod is no
+  one's sandbox (not shown).
 - **Tombstones.** A sandbox whose last pod disappears without this facade releasing it was
   deleted by the garbage collector; for a while its id answers ``terminated`` with the
   collector's reason (from its ``SandboxDeleted`` Event) instead of a bare 404.
@@ -35,9 +38,11 @@ import msgspec
 from kube.cache import Obj
 from kube.contract import LABEL_OWNER, LABEL_SANDBOX
 from kube.informer import Handlers, Informer
+from kube.pool_contract import LABEL_POOL
 from sandman.base.settings import setting
 from sandman.wire.facade import Sandbox, SandboxState
 
+from .claimed import ClaimIndex
 from .leases import lease_name
 from .state import GC_REASONS, attempt_of, is_live, sandbox_from_pod
 
@@ -110,6 +115,10 @@ class SandboxIndex:
         self._live: dict[str, int] = {}  # namespace -> live pods
         self._waiters: dict[SandboxKey, list[asyncio.Event]] = {}
         self._closed = False
+        #: The SandboxClaims of every tenant namespace (facade/claimed.py).
+        self.claims = ClaimIndex(
+            self._claims_changed, provisional_s=self.settings.provisional_s, clock=clock
+        )
 
     def attach(self, namespace: str, pods: Informer, events: Informer) -> None:
         self._pods[namespace] = pods
@@ -117,6 +126,10 @@ class SandboxIndex:
             Handlers(add=self._pod_added, update=self._pod_updated, delete=self._pod_deleted)
         )
         events.add_handler(Handlers(add=self._event, update=lambda _o, n: self._event(n)))
+
+    def attach_claims(self, claims: Informer) -> None:
+        """A tenant namespace's SandboxClaims: whose the claimed pool pods are."""
+        self.claims.attach(claims)
 
     def attach_nodes(self, nodes: Informer) -> None:
         """Nodes, to tell a sandbox lost with its node from one deleted for another reason
@@ -145,6 +158,8 @@ class SandboxIndex:
 
     def get(self, namespace: str, sid: str) -> Sandbox | None:
         pod = self.current_pod(namespace, sid)
+        if pod is not None and self._unclaimed(pod):
+            return None  # a pool pod no claim names: nobody's sandbox
         if pod is not None:
             view = self._view(pod)
             if (namespace, sid) in self._released and view.state != "releasing":
@@ -167,6 +182,7 @@ class SandboxIndex:
         if owner is not None:
             pods = cache.by_index("owner", f"{namespace}/{owner}")
             ids = {(p["metadata"].get("labels") or {}).get(LABEL_SANDBOX) for p in pods}
+            ids |= set(self.claims.pods_of_owner(namespace, owner))
         else:
             ids = {v.split("/", 1)[1] for v in cache.index_values("sandbox")}
         ids |= set(self._provisional.get(namespace, ()))
@@ -273,18 +289,36 @@ class SandboxIndex:
         for name, at in list(self._lost_nodes.items()):
             if now - at >= self.settings.tombstone_s:
                 del self._lost_nodes[name]
+        self.claims.expire()
         if len(self._gc_reason) > self.settings.tombstones:
             self._gc_reason.clear()  # Events for pods never seen: nothing waits for them
 
     # --- watch events ---------------------------------------------------------------------
     def _view(self, pod: Obj) -> Sandbox:
         uid = pod["metadata"].get("uid", "")
-        return sandbox_from_pod(
+        view = sandbox_from_pod(
             pod,
             unschedulable=self._unschedulable.get(uid),
             was_ready=uid in self._ready_uids,
             max_attempts=self.settings.max_attempts,
         )
+        if not _pooled(pod):
+            return view
+        claimed = self.claims.of_pod(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        if claimed is None:
+            return view
+        spec = claimed.spec
+        return msgspec.structs.replace(
+            view, owner=spec.owner or "", labels=dict(spec.labels), expires_at=spec.expires_at
+        )
+
+    def _unclaimed(self, pod: Obj) -> bool:
+        meta = pod["metadata"]
+        return _pooled(pod) and self.claims.of_pod(meta["namespace"], meta["name"]) is None
+
+    def _claims_changed(self, namespace: str, pods: list[str]) -> None:
+        for name in pods:
+            self._wake((namespace, name))
 
     def _pod_added(self, pod: Obj) -> None:
         self._count(pod, +1)
@@ -309,6 +343,9 @@ class SandboxIndex:
 
     def _bury(self, key: SandboxKey, pod: Obj) -> None:
         uid = pod["metadata"].get("uid", "")
+        if self._unclaimed(pod):
+            self._uid_key.pop(uid, None)
+            return  # an unclaimed pool pod was nobody's sandbox: nothing to answer for it
         if key in self._released:
             self._uid_key.pop(uid, None)
             return  # released through a facade: a plain 404 from now on
@@ -417,6 +454,10 @@ class SandboxIndex:
     def _wake(self, key: SandboxKey) -> None:
         for event in self._waiters.get(key, ()):
             event.set()
+
+
+def _pooled(pod: Obj) -> bool:
+    return bool((pod["metadata"].get("labels") or {}).get(LABEL_POOL))
 
 
 def _key(pod: Obj) -> SandboxKey | None:

@@ -60,6 +60,27 @@ class FacadeMetrics:
             "for once more, or created unbound: facade/preplaced.py).",
             registry=r,
         )
+        self.pool_claims = Counter(
+            "sandman_facade_pool_claims",
+            "Creates offered to the pooled source (facade/pooled.py), by outcome: hit (every "
+            "member claimed from a pool), partial (some; the rest created cold), miss (none), "
+            "failed (no leader, or the claims call failed or timed out: all cold). A retry "
+            "answered with its first claim is not counted again.",
+            ["outcome"],
+            registry=r,
+        )
+        self.pool_claimed = Counter(
+            "sandman_facade_pool_claimed_sandboxes",
+            "Sandboxes handed out from a pool (claimed, their daemon given the claim).",
+            registry=r,
+        )
+        self.pool_claim_seconds = Histogram(
+            "sandman_facade_pool_claim_seconds",
+            "Time from a create's claims call to its claimed sandboxes' daemons holding "
+            "their claims.",
+            buckets=REQUEST_BUCKETS,
+            registry=r,
+        )
         self.released = Counter(
             "sandman_facade_sandboxes_released",
             "Sandboxes released by trainers.",

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kube.cache import Obj
-from sandman.wire.facade import Sandbox
+from sandman.wire.facade import CreateSandbox, Sandbox
 
 from .errors import FacadeError
 from .tenancy import Tenant
 
-__all__ = ["Member", "Order", "Outcome", "Refused", "Written", "concurrently"]
+__all__ = ["Member", "Order", "Outcome", "Pooling", "Refused", "Written", "concurrently"]
 
 T = TypeVar("T")
 
@@ -50,6 +50,19 @@ class Member:
 
 
 @dataclass(frozen=True, slots=True)
+class Pooling:
+    """What the pooled source (facade/pooled.py) claims an order's sandboxes with: the
+    request's spec and digest, and the claim's name (from its Idempotency-Key). Member ``i``
+    of the request is the claim's ``i``-th pod."""
+
+    spec: CreateSandbox
+    digest: str
+    claim: str
+    #: Some members exist already: get the first request's claim back, claim nothing new.
+    replay_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Order:
     """The members of one request (or of a part of it) still to be created for ``tenant``."""
 
@@ -57,6 +70,8 @@ class Order:
     members: tuple[Member, ...]
     #: A group's pods are placed all or nothing, by the binder (docs/facade.md, "Groups").
     group: str | None = None
+    #: Offered to the pooled source first (None: not, e.g. the cold rest of a request).
+    pooling: Pooling | None = None
 
 
 @dataclass(frozen=True, slots=True)

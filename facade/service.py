@@ -14,6 +14,7 @@ issue is a 400 ``invalid_continue``, never a listing silently restarted from the
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ from .index import SandboxIndex, WaitAborted
 from .leases import OwnerLeaseWriter
 from .metrics import FacadeMetrics
 from .podspec import DaemonDelivery, SandboxClass
+from .pooled import PooledSettings, PooledSource
 from .preplaced import PrePlacedSource
 from .sources import SandboxSource
 from .tenancy import Tenant, TenantDirectory
@@ -80,6 +82,13 @@ class ServiceSettings:
         "server's queue holds (500/s x 0.25 s in the reference profile); more in flight are "
         "answered 429 and sent again (a create + bind burst drew 6-10% 429s with 256)",
     )
+    pooled: PooledSettings | None = part(
+        PooledSettings,
+        help="creates claim Ready pool pods from the leading controller first (facade/pooled.py; "
+        "needs pre-placed creation and the SandboxClaim CRD), the rest created cold in the "
+        "same request; off: every create is cold",
+        optional=True,
+    )
 
 
 class SandboxService:
@@ -110,6 +119,13 @@ class SandboxService:
             None if placer is None else PrePlacedSource(client, placer, s.preplaced_window, writer)
         )
         self.unbound = UnboundSource(writer, s.unbound_in_flight, s.batch_concurrency)
+        #: Pools (facade/pooled.py): offered each whole order first; None without a leader
+        #: to claim from (binder mode) or with pools off.
+        self.pooled = (
+            None
+            if placer is None or s.pooled is None
+            else PooledSource(client, placer, index, minter, metrics, s.pooled)
+        )
         #: The sources a create is offered to, in turn (facade/sources.py; docs/facade.md,
         #: "Sandbox sources"): one line each; the last, unbound, takes what the others left.
         sources: tuple[SandboxSource | None, ...] = (
@@ -117,7 +133,9 @@ class SandboxService:
             self.unbound,
         )
         in_turn = [source for source in sources if source is not None]
-        self.creation = CreatePath(index, tenants, classes, delivery, minter, metrics, in_turn)
+        self.creation = CreatePath(
+            index, tenants, classes, delivery, minter, metrics, in_turn, pooled=self.pooled
+        )
 
     # --- create ---------------------------------------------------------------------------
     async def create(
@@ -207,6 +225,13 @@ class SandboxService:
         ]
         try:
             await self.client.delete_collection(PODS, ns, label_selector=f"{LABEL_OWNER}={owner}")
+            # Claimed pool sandboxes carry their owner in their claim, not a label: one
+            # delete each (their share of a release, as a cold sandbox's).
+            for sid in self.index.claims.pods_of_owner(ns, owner):
+                for pod in self.index.pods(ns, sid):
+                    meta = pod["metadata"]
+                    with contextlib.suppress(NotFound):
+                        await self.client.delete(PODS, meta["name"], ns, uid=meta.get("uid"))
         except KubeError as e:
             raise from_kube_error(e, "deleting the owner's sandboxes") from e
         await self.leases.delete(ns, owner)

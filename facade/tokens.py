@@ -14,6 +14,11 @@ a token seen once (say in the facade→daemon traffic) drives that one pod and n
 it. Reading the salt grants nothing without the facade secret. A pod rendered before salts
 existed has none and keeps its ``namespace/name`` token until it ends.
 
+**A claimed pool sandbox** (kube/pool_contract.py) was rendered before anyone claimed it,
+with its announcement's pool token and no salt of its own: its own token, handed to its
+daemon with the claim (facade/pooled.py), is salted with the pod's ``uid`` instead — unique
+to that pod, ever, and on the pod for every replica to read.
+
 Rotating the facade secret invalidates every running sandbox's token, so rotation means
 draining (docs/facade.md).
 """
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kube.contract import ANNOTATION_TOKEN_SALT, LABEL_SANDBOX
+from kube.pool_contract import LABEL_POOL
 
 __all__ = ["TokenMinter"]
 
@@ -59,7 +65,10 @@ class TokenMinter:
         replacement, ``<sandbox>-r<N>``, copies the original's verifier and salt: it is the
         same sandbox) and its salt."""
         meta = pod["metadata"]
-        sandbox = (meta.get("labels") or {}).get(LABEL_SANDBOX, meta["name"])
+        labels = meta.get("labels") or {}
+        sandbox = labels.get(LABEL_SANDBOX, meta["name"])
+        if labels.get(LABEL_POOL):  # a pool pod: the token its claim hands its daemon
+            return self.token_for(meta["namespace"], sandbox, f"claim/{meta['uid']}")
         salt = (meta.get("annotations") or {}).get(ANNOTATION_TOKEN_SALT, "")
         return self.token_for(meta["namespace"], sandbox, salt)
 

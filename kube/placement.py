@@ -62,6 +62,7 @@ import aiohttp
 import msgspec
 
 from kube.errors import KubeError, NotFound
+from kube.pool_contract import CLAIMS_PATH, ClaimsAnswer, ClaimsRequest
 from kube.resources import LEASES
 from kube.verbs import Verbs
 from sandman.base.settings import setting
@@ -71,6 +72,7 @@ __all__ = [
     "OUTCOMES",
     "PLACEMENT_PATH",
     "WAIT_OUTCOMES",
+    "ClaimReused",
     "Placement",
     "PlacementAnswer",
     "PlacementClient",
@@ -108,6 +110,11 @@ class PlacementAnswer(msgspec.Struct):
 
     nodes: list[str | None]
     valid_for_s: float
+
+
+class ClaimReused(Exception):
+    """The leader answered 409: the claim's name (the Idempotency-Key's) was used for
+    another request."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +187,7 @@ class PlacementClient:
         self._session: aiohttp.ClientSession | None = None
         self._encoder = msgspec.json.Encoder()
         self._decoder = msgspec.json.Decoder(PlacementAnswer)
+        self._claims_decoder = msgspec.json.Decoder(ClaimsAnswer)
         #: ``record(outcome, pods)`` after every call, outcome one of :data:`OUTCOMES`.
         self._record = record or (lambda _outcome, _n: None)
         #: ``record_wait(outcome)`` after every ask that waited, one of :data:`WAIT_OUTCOMES`.
@@ -228,6 +236,40 @@ class PlacementClient:
             self._reread_lease()  # a new leader may be on it by the next ask
             await asyncio.sleep(s.leader_retry_s)
 
+    async def claim(self, request: ClaimsRequest, timeout_s: float) -> ClaimsAnswer | None:
+        """The leader's claims endpoint (controller/claims.py), asked once within
+        ``timeout_s``: its answer, or None when there is no leader, the call fails or takes
+        longer (the caller creates the sandboxes cold; no failover is waited out, a claim is
+        only ever a shortcut). Raises :class:`ClaimReused` for a 409."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                url = await self._leader_url()
+                if not url:
+                    return None
+                status, body = await self._post(url + CLAIMS_PATH, self._encoder.encode(request))
+        except (TimeoutError, aiohttp.ClientError, KubeError, OSError) as e:
+            log.debug("claims call failed: %s", type(e).__name__)
+            self._reread_lease()
+            return None
+        if status == 409:
+            raise ClaimReused(body[:200].decode(errors="replace"))
+        if status != 200:
+            log.info("claims call answered %d: %s", status, body[:200].decode(errors="replace"))
+            self._reread_lease()
+            return None
+        try:
+            return self._claims_decoder.decode(body)
+        except msgspec.DecodeError:
+            return None
+
+    async def _post(self, url: str, data: bytes) -> tuple[int, bytes]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        async with self._session.post(
+            url, data=data, headers={"Content-Type": "application/json", **self._credentials()}
+        ) as resp:
+            return resp.status, await resp.read()
+
     async def _ask(self, request: PlacementRequest) -> tuple[PlacementAnswer | None, str]:
         """The leader's answer, or None and the outcome of the failure."""
         try:
@@ -259,19 +301,9 @@ class PlacementClient:
         return {}
 
     async def _call(self, url: str, request: PlacementRequest) -> PlacementAnswer:
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
-        async with self._session.post(
-            url + PLACEMENT_PATH,
-            data=self._encoder.encode(request),
-            headers={"Content-Type": "application/json", **self._credentials()},
-        ) as resp:
-            body = await resp.read()
-            if resp.status != 200:
-                message = body[:200].decode(errors="replace")
-                raise aiohttp.ClientResponseError(
-                    resp.request_info, (), status=resp.status, message=message
-                )
+        status, body = await self._post(url + PLACEMENT_PATH, self._encoder.encode(request))
+        if status != 200:
+            raise aiohttp.ClientError(f"{status}: {body[:200].decode(errors='replace')}")
         return self._decoder.decode(body)
 
     def _credentials(self) -> dict[str, str]:

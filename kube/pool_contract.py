@@ -132,6 +132,10 @@ class ClaimsRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     labels: dict[str, str] = {}
     expires_at: str | None = None
     idle_timeout_s: float | None = None
+    #: Answer the claim ``claim`` if it exists, and claim nothing new: a retried create
+    #: some of whose members exist already (cold) may only get the first request's pods
+    #: back — new ones would be sandboxes no member of the request is.
+    replay_only: bool = False
 
 
 class ClaimsAnswer(msgspec.Struct, kw_only=True):

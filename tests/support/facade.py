@@ -22,9 +22,10 @@ from facade.config import load_config
 from kube import KubeClient
 from kube.resources import Resource
 from tests.support.kube import FAST
+from tests.support.pools import install_claims_crd
 from tests.support.wait import wait_until_async
 
-__all__ = ["NAMESPACE", "LiveFacade", "live_facade", "write_config"]
+__all__ = ["NAMESPACE", "NAMESPACES", "LiveFacade", "live_facade", "write_config"]
 
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NAMESPACE = "sandman-t1"
@@ -42,12 +43,22 @@ class LiveFacade:
 
 
 def write_config(
-    path: Path, token: str, *, classes: tuple[str, ...] = ("tiny",), **tenant: object
+    path: Path,
+    token: str,
+    *,
+    classes: tuple[str, ...] = ("tiny",),
+    python: str | None = None,
+    **tenant: object,
 ) -> Path:
-    """A facade config with one tenant ``t1`` (namespace ``NAMESPACE``) for ``token``."""
+    """A facade config with one tenant ``t1`` (namespace ``NAMESPACE``) for ``token``;
+    ``python``: the daemon's interpreter as a sandbox runs it (a staged one,
+    devstack/sandbox_python.py, for the process runtime), else this one."""
+    delivery: dict[str, object] = {"mode": "local-process"}
+    if python is not None:
+        delivery["python"] = [python]
     document = {
         "secret": secrets.token_urlsafe(48),
-        "delivery": {"mode": "local-process"},
+        "delivery": delivery,
         "classes": [{"name": name} for name in classes],
         "tenants": [
             {
@@ -72,15 +83,19 @@ async def live_facade(
     workdir: Path,
     *,
     classes: tuple[str, ...] = ("tiny",),
+    python: str | None = None,
     **tenant: object,
 ) -> AsyncIterator[LiveFacade]:
     """A started, synced facade (tenant namespace created) and a client session to it;
-    ``classes``: the configured classes' names; ``tenant``: entries of the tenant's
-    configuration beyond :func:`write_config`'s."""
+    ``classes``: the configured classes' names; ``python``: the daemon's interpreter
+    (:func:`write_config`); ``tenant``: entries of the tenant's configuration beyond
+    :func:`write_config`'s."""
     async with await KubeClient.connect(FAST, kubeconfig=str(kubeconfig)) as client:
         await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+        await install_claims_crd(client)  # the facade watches SandboxClaims (pools)
     token = secrets.token_urlsafe(16)
-    config = load_config(write_config(workdir / "facade.yaml", token, classes=classes, **tenant))
+    path = write_config(workdir / "facade.yaml", token, classes=classes, python=python, **tenant)
+    config = load_config(path)
     facade = Facade(replace(settings, kubeconfig=str(kubeconfig)), config)
     await facade.start()
     try:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from controller.app import Controller, ControllerSettings
+from controller.collector import GCSettings
 from controller.leader import ElectionSettings
 from controller.placement import PlacementSettings
 from controller.placement_auth import PlacementAuthSettings
@@ -58,9 +59,11 @@ async def create_batch(live: LiveFacade, count: int) -> float:
     return time.monotonic() - started
 
 
-def _settings(cluster: EmbeddedCluster, identity: str) -> ControllerSettings:
+def _settings(
+    cluster: EmbeddedCluster, identity: str, gc: GCSettings | None = None
+) -> ControllerSettings:
     assert cluster.cluster is not None
-    return ControllerSettings(
+    settings = ControllerSettings(
         kubeconfig=str(cluster.cluster.kubeconfigs["controller"]),
         client=dataclasses.replace(FAST, qps=0),
         election=ElectionSettings(
@@ -82,13 +85,17 @@ def _settings(cluster: EmbeddedCluster, identity: str) -> ControllerSettings:
         progress_interval_s=60,
         freeze_after_sync=False,
     )
+    return settings if gc is None else dataclasses.replace(settings, gc=gc)
 
 
 @contextlib.asynccontextmanager
-async def placing_controller(cluster: EmbeddedCluster, identity: str) -> AsyncIterator[Controller]:
+async def placing_controller(
+    cluster: EmbeddedCluster, identity: str, *, gc: GCSettings | None = None
+) -> AsyncIterator[Controller]:
     """A started controller (caches synced, leadership known); stopped cleanly on exit.
-    The cluster needs a ``controller`` kubeconfig (tests.support.controller.cluster_of)."""
-    controller = Controller(_settings(cluster, identity))
+    The cluster needs a ``controller`` kubeconfig (tests.support.controller.cluster_of);
+    ``gc``: the collector's settings (the defaults otherwise)."""
+    controller = Controller(_settings(cluster, identity, gc))
     task = asyncio.create_task(controller.run())
     try:
         await wait_until_async(lambda: controller.ready() or task.done(), timeout_s=10)
