@@ -4,7 +4,8 @@ ImagePreparation CRD as shipped (manifests/crds/), through the API core.
 Checked: what the facade writes (announced sandboxes included: ``sandboxes``, ``class``, the
 pool pods' ``podTemplate``) is stored whole; a field the CRD does not declare (or a null
 it does not allow) is pruned as upstream prunes it; a value of the wrong type or outside its
-bounds is a 422 naming the field; the status subresource keeps whatever the controller reports (preserved)."""
+bounds is a 422 naming the field; the status subresource keeps whatever the controller
+reports (preserved)."""
 
 from __future__ import annotations
 

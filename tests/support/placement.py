@@ -82,10 +82,13 @@ def _settings(cluster: EmbeddedCluster, identity: str) -> ControllerSettings:
 
 
 @contextlib.asynccontextmanager
-async def placing_controller(cluster: EmbeddedCluster, identity: str) -> AsyncIterator[Controller]:
+async def placing_controller(
+    cluster: EmbeddedCluster, identity: str, **overrides: Any
+) -> AsyncIterator[Controller]:
     """A started controller (caches synced, leadership known); stopped cleanly on exit.
-    The cluster needs a ``controller`` kubeconfig (tests.support.controller.cluster_of)."""
-    controller = Controller(_settings(cluster, identity))
+    The cluster needs a ``controller`` kubeconfig (tests.support.controller.cluster_of);
+    ``overrides``: ControllerSettings fields to set."""
+    controller = Controller(dataclasses.replace(_settings(cluster, identity), **overrides))
     task = asyncio.create_task(controller.run())
     try:
         await wait_until_async(lambda: controller.ready() or task.done(), timeout_s=10)
