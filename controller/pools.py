@@ -17,7 +17,12 @@ and created again under its slot's name. A claimed pod is never the filler's.
 **Polite.** Pool writes go through a token bucket of their own (``qps``/``burst``, with the
 client's adaptive pacer halving it on a 429), one attempt per request, well below the
 facade's and the binder's budgets: filling a pool for the next step must not delay this
-step's creates. A slot the scheduler has no room for now is left for the next decision, never
+step's creates. On the server side too: the pod writes are sent as the ``identity`` user
+(``Impersonate-User``, the ``sandman-pools`` ServiceAccount), which the manifests' FlowSchema
+puts in a priority level of its own that borrows nothing
+(manifests/access/flowcontrol.yaml), so a pool fill cannot take the seats of the facade's
+creates or the binds — it queues, or is answered 429, within its own level. A slot the
+scheduler has no room for now is left for the next decision, never
 created unbound.
 
 **Never over-creates.** A slot's pod name is deterministic; a pod the filler created is
@@ -90,6 +95,12 @@ class PoolSettings:
     status_interval_s: float = setting(
         2.0, help="an announcement's pool counts are written at most this often, when changed"
     )
+    identity: str = setting(
+        "system:serviceaccount:sandman-system:sandman-pools",
+        help="the pool pods' creates and deletes are sent as this user (Impersonate-User): "
+        "the manifests' FlowSchema puts it in a priority level of its own, below the "
+        'facade\'s creates and the binds; "": as the controller itself',
+    )
     recent_s: float = setting(
         30.0, help="a pod the filler created counts as present this long before the watch shows it"
     )
@@ -153,6 +164,11 @@ class PoolFiller:
     ) -> None:
         # Its own bucket and pacer, one attempt: never in the binds' or the claims' way.
         self.client = client.with_rate_limit(settings.qps, settings.burst, max_attempts=1)
+        #: The pod writes, as the pools identity (its own API Priority and Fairness level),
+        #: through the same bucket; the status patches stay the controller's own.
+        self.writer = (
+            self.client.impersonating(settings.identity) if settings.identity else self.client
+        )
         self.view = view
         self.placement = placement
         self.settings = settings
@@ -309,7 +325,7 @@ class PoolFiller:
     async def _delete(self, deletes: tuple[Delete, ...]) -> None:
         async def one(d: Delete) -> None:
             try:
-                await self.client.delete(PODS, d.pod, d.namespace)
+                await self.writer.delete(PODS, d.pod, d.namespace)
             except NotFound:
                 pass
             except KubeError as e:
@@ -351,7 +367,7 @@ class PoolFiller:
     async def _send(self, ns: str, pool: str, pod: Obj) -> None:
         name = pod["metadata"]["name"]
         try:
-            await self.client.request("POST", PODS.path(ns), body=pod, lean=True)
+            await self.writer.request("POST", PODS.path(ns), body=pod, lean=True)
             outcome = "created"
         except AlreadyExists:
             outcome = "exists"  # a restart or a watch gap: the slot is there, a success
