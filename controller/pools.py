@@ -218,7 +218,12 @@ class PoolFiller:
             await self.announcements.wait_synced()
             while True:
                 self._dirty.clear()
-                await self.step()
+                try:
+                    await self.step()
+                except Exception:
+                    # A decision that fails (a template the scheduler cannot read, a bug)
+                    # must not end the leadership of the binder and placements beside it.
+                    log.exception("a pool fill decision failed; the next one retries")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._dirty.wait(), self.settings.interval_s * 10)
                 await asyncio.sleep(self.settings.interval_s)
