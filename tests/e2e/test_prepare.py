@@ -149,14 +149,35 @@ def test_cli_prepare(stack: Stack, owner: str, capsys: pytest.CaptureFixture[str
     assert cli_main(argv) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("prep-") and out[1].startswith("Ready 100% of 3 sandboxes")
-    pooled = ["prepare", *conn, f"{image}-pool=2", "--sandboxes", "--class", "tiny"]
-    assert cli_main(pooled) == 0
-    assert re.search(r"pool \(tiny\): 2 wanted, \d created", capsys.readouterr().out)
     assert cli_main(["prepare", *conn, "--status", out[0]]) == 0
     # 1 node wanted for 3 sandboxes; the spread plans up to 3, ready one by one
     assert re.search(rf"{re.escape(image)}: [1-3]/1 nodes, [1-3] planned", capsys.readouterr().out)
     with pytest.raises(SystemExit, match="invalid_image_count"):
         cli_main(["prepare", *conn, f"{image}=many"])
+
+
+@pytest.mark.anyio
+async def test_cli_prepare_sandboxes(
+    stack: Stack, kube: KubeClient, owner: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """``sandman prepare --sandboxes --class``: the pool line, then the owner's release
+    deletes the pool (waited for: its sandboxes are processes the leak check counts)."""
+    monkeypatch.setenv("SANDMAN_OWNER", owner)  # the CLI's owner: the announcement's label
+    conn = ["--url", stack.url, "--token", stack.token]
+    argv = ["prepare", *conn, f"registry.example/pool/{owner}-cli:1=2", "--sandboxes",
+            "--class", "tiny"]  # fmt: skip
+    assert await asyncio.to_thread(cli_main, argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("prep-")
+    assert re.fullmatch(r"  pool \(tiny\): 2 wanted, \d created, \d ready, 0 claimed", out[2])
+    assert await asyncio.to_thread(cli_main, ["rm", *conn, "--owner", owner]) == 0
+    selector = f"sandman.io/pool={out[0]}"
+
+    async def gone() -> bool:
+        return not (await kube.list(PODS, "sandman-dev", label_selector=selector))["items"]
+
+    await wait_until_async(gone, timeout_s=30)
 
 
 BAD = [
