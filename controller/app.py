@@ -9,7 +9,8 @@ HTTP (``health_port``): ``/healthz`` — the event loop answers; ``/readyz`` —
 and leadership known (we are the leader, or we have read who is); ``/metrics`` —
 Prometheus text; ``POST /internal/v1/placements`` — the leader's placements for the
 facade's pre-placed creates (controller/placement.py), its URL on the election Lease;
-``POST /internal/v1/claims`` — the leader's claims of pool pods (controller/claims.py).
+``POST /internal/v1/claims`` — the leader's claims of pool pods (controller/claims.py). The
+leader also fills the announced pools (controller/pools.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from controller.leader import ElectionSettings, LeaderElector
 from controller.metrics import ControllerMetrics
 from controller.placement import PlacementService, PlacementSettings
 from controller.placement_auth import CallerVerifier, PlacementAuthSettings
+from controller.pools import PoolFiller, PoolSettings
 from controller.replace import Replacer, ReplacerSettings
 from controller.view import ClusterView, ViewSettings
 from kube import ClientSettings, KubeClient
@@ -96,6 +98,12 @@ class ControllerSettings:
         ClaimSettings,
         help="the leader's claims of pool pods for the facade's creates (controller/claims.py; "
         "needs the SandboxClaim CRD); off: no claims are served, every create is cold",
+        optional=True,
+    )
+    pools: PoolSettings | None = part(
+        PoolSettings,
+        help="the pool filler (controller/pools.py): announced sandboxes created ahead, paced by "
+        "a token bucket of their own; off: announcements with sandboxes get none",
         optional=True,
     )
     health_host: str = setting(
@@ -170,6 +178,7 @@ class Controller:
         self.preparer: Preparer | None = None
         self.placement: PlacementService | None = None
         self.claims: ClaimService | None = None
+        self.pools: PoolFiller | None = None
         self.freezer = Freezer(settings.freezer)
         self._stopping = asyncio.Event()
 
@@ -214,6 +223,15 @@ class Controller:
             if s.claims is not None:
                 self.claims = ClaimService(client, self.view, s.claims, verifier=verifier)
                 self.claims.attach()
+            if s.pools is not None:
+                self.pools = PoolFiller(
+                    client,
+                    self.view,
+                    self.placement,
+                    s.pools,
+                    self.metrics.registry,
+                    book=self.claims.book if self.claims is not None else None,
+                )
             self.gc = GarbageCollector(
                 client,
                 self.view,
@@ -255,6 +273,8 @@ class Controller:
                         tasks.append(tg.create_task(self.preparer.run_informers()))
                     if self.claims is not None:
                         tasks.append(tg.create_task(self.claims.run_informer()))
+                    if self.pools is not None:
+                        tasks.append(tg.create_task(self.pools.run_informer()))
                     await self._stopping.wait()
                     await asyncio.wait(
                         [tasks[2]], timeout=s.election.renew_deadline_s if s.election else 1
@@ -282,6 +302,8 @@ class Controller:
                     tg.create_task(self.preparer.lead())
                 if self.claims is not None:
                     tg.create_task(self.claims.serve())
+                if self.pools is not None:
+                    tg.create_task(self.pools.lead())
         finally:
             self.metrics.leader.set(0)
 

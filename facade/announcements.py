@@ -26,6 +26,18 @@ creating at once may pass a cap by one announcement). One announcement over a ca
 a 400 ``prepare_too_large``; one that would take the tenant over it is a 429
 ``prepare_quota_exceeded`` (it fits once announcements expire or their owner goes).
 
+Announced sandboxes (``sandboxes: true``): the announcement asks for ``count`` pool sandboxes
+per image, of ``class``, which the leading controller creates ahead (controller/pools.py).
+The facade checks the class as a create does (400 ``unknown_class``, 403
+``class_not_allowed``) and the counts against the tenant's ``max_sandboxes``: the pool's
+sandboxes are live sandboxes of the tenant, so an announcement bigger than the limit alone
+is a 400 ``prepare_too_large``, and one that would take live sandboxes plus the pools of the
+tenant's live announcements (the slots not created yet; created ones are live pods already)
+over it is a 429 ``quota_exceeded`` with a Retry-After, as a create would get. It renders the
+pool pods' template once (facade/podspec.render_pool_template: the class, the hardening, the
+pool token's verifier, the announcement's expiry) and the object carries it in
+``spec.podTemplate``: the controller needs neither the classes nor the facade's secret.
+
 Idempotency as for sandboxes: with an ``Idempotency-Key`` the object's name is derived from
 the tenant and the key, and the API server's AlreadyExists is the duplicate check (the same
 key with a different body is a 409).
@@ -40,6 +52,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -52,6 +66,7 @@ from kube.preparation_contract import IMAGE_PREPARATIONS
 from kube.times import format_time, parse_time
 from sandman.wire.errors import Reason
 from sandman.wire.image_preparation import (
+    PoolProgress,
     Preparation,
     PreparationSpec,
     PreparationStatus,
@@ -61,19 +76,36 @@ from sandman.wire.image_preparation import (
 )
 
 from .errors import FacadeError, from_kube_error
-from .fairness import check_image
+from .fairness import check_class, check_image
+from .index import SandboxIndex
+from .podspec import DaemonDelivery, SandboxClass, render_pool_template
 from .tenancy import Tenant
+from .tokens import TokenMinter
 
-__all__ = ["PreparationService", "eta_s", "preparation_view"]
+__all__ = ["PoolTemplates", "PreparationService", "eta_s", "preparation_view"]
 
 _PREFIX = "prep-"
 
 
-class PreparationService:
-    """Creates and reads a tenant's ``ImagePreparation`` objects."""
+@dataclass(frozen=True, slots=True)
+class PoolTemplates:
+    """What rendering an announcement's pool template takes: the classes offered, the
+    daemon's delivery, the token minter (the pool token), and the watch cache (the quota's
+    live sandboxes and created pool pods)."""
 
-    def __init__(self, client: KubeClient) -> None:
+    classes: Mapping[str, SandboxClass]
+    delivery: DaemonDelivery
+    minter: TokenMinter
+    index: SandboxIndex
+
+
+class PreparationService:
+    """Creates and reads a tenant's ``ImagePreparation`` objects; ``pools``: announced
+    sandboxes are accepted (None: an announcement with ``sandboxes`` is refused)."""
+
+    def __init__(self, client: KubeClient, pools: PoolTemplates | None = None) -> None:
         self.client = client
+        self.pools = pools
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def create(
@@ -84,9 +116,12 @@ class PreparationService:
         for item in body.images:
             check_image(tenant, item.image)
         _check_size(tenant, body)
+        sandbox_class = self._pool_class(tenant, body)
         name = _name(tenant, key)
         now = datetime.now(UTC)
         obj = _render(tenant, body, name, now)
+        if sandbox_class is not None:
+            obj["spec"]["podTemplate"] = self._template(tenant, body, sandbox_class, name, now)
         ns = tenant.namespace
         try:
             async with self._locks.setdefault(tenant.name, asyncio.Lock()):
@@ -111,14 +146,20 @@ class PreparationService:
             raise from_kube_error(e, "listing the tenant's preparations") from e
         images = {i.image for i in body.images}
         sandboxes = sum(i.count for i in body.images)
+        pooled = sandboxes if body.sandboxes else 0  # slots not created yet, this one's all
         for obj in listed.get("items") or ():
             if obj["metadata"]["name"] == name:
                 return  # a replay: create answers AlreadyExists and checks the digest
             if not _live(obj, now):
                 continue
-            for item in (obj.get("spec") or {}).get("images") or ():
+            spec = obj.get("spec") or {}
+            counts = [int(item.get("count", 1)) for item in spec.get("images") or ()]
+            for item in spec.get("images") or ():
                 images.add(str(item.get("image")))
-                sandboxes += int(item.get("count", 1))
+            sandboxes += sum(counts)
+            if spec.get("sandboxes") and self.pools is not None:
+                created = self.pools.index.pool_pods(tenant.namespace, obj["metadata"]["name"])
+                pooled += max(0, sum(counts) - created)
         over = _over(tenant, len(images), sandboxes)
         if over:
             raise FacadeError(
@@ -127,6 +168,62 @@ class PreparationService:
                 reason=Reason.PREPARE_QUOTA_EXCEEDED,
                 retry_after_s=30.0,
             )
+        if body.sandboxes and self.pools is not None:
+            live = self.pools.index.live(tenant.namespace)
+            if live + pooled > tenant.max_sandboxes:
+                raise FacadeError(
+                    f"{live} live sandboxes + {pooled} announced and not created yet exceeds "
+                    f"the limit of {tenant.max_sandboxes}",
+                    reason=Reason.QUOTA_EXCEEDED,
+                    retry_after_s=1.0,
+                )
+
+    def _pool_class(self, tenant: Tenant, body: PrepareImages) -> SandboxClass | None:
+        """The announced sandboxes' class (None without ``sandboxes``), checked as a create
+        checks it, and their number against the tenant's live-sandbox limit."""
+        if not body.sandboxes:
+            return None
+        if self.pools is None:
+            raise FacadeError(
+                "this facade does not create announced sandboxes",
+                reason=Reason.INVALID_REQUEST,
+            )
+        check_class(tenant, body.sandbox_class)
+        sandbox_class = self.pools.classes.get(body.sandbox_class)
+        if sandbox_class is None:
+            known = ", ".join(sorted(self.pools.classes))
+            raise FacadeError(
+                f"no sandbox class {body.sandbox_class!r} (known: {known})",
+                reason=Reason.UNKNOWN_CLASS,
+            )
+        total = sum(i.count for i in body.images)
+        if total > tenant.max_sandboxes:
+            raise FacadeError(
+                f"this announcement alone asks for {total} sandboxes, over the tenant's limit "
+                f"of {tenant.max_sandboxes} live sandboxes",
+                reason=Reason.PREPARE_TOO_LARGE,
+            )
+        return sandbox_class
+
+    def _template(
+        self,
+        tenant: Tenant,
+        body: PrepareImages,
+        sandbox_class: SandboxClass,
+        name: str,
+        now: datetime,
+    ) -> Obj:
+        assert self.pools is not None
+        return render_pool_template(
+            body.images[0].image,
+            sandbox_class,
+            self.pools.delivery,
+            announcement=name,
+            namespace=tenant.namespace,
+            tenant=tenant.name,
+            pool_token=self.pools.minter.pool_token_for(tenant.namespace, name),
+            expires_at=now + timedelta(seconds=body.ttl_s),
+        )
 
     async def release_owner(self, tenant: Tenant, owner: str) -> int:
         """Delete the owner's announcements (one deletecollection); how many went."""
@@ -200,6 +297,8 @@ def _render(tenant: Tenant, body: PrepareImages, name: str, now: datetime) -> Ob
         images=body.images,
         deadline=body.deadline,
         expires_at=now + timedelta(seconds=body.ttl_s),
+        sandboxes=body.sandboxes,
+        sandbox_class=body.sandbox_class if body.sandboxes else None,
     )
     labels = {LABEL_TENANT: tenant.name}
     if body.owner:
@@ -267,7 +366,16 @@ def preparation_view(obj: Obj, now: datetime) -> Preparation:
         created_at=meta.get("creationTimestamp"),
         ready_at=_format_time(status.ready_at),
         expires_at=spec.get("expiresAt"),
+        sandboxes=bool(spec.get("sandboxes")),
+        sandbox_class=spec.get("class") if spec.get("sandboxes") else None,
+        pool=_pool(status, expected) if spec.get("sandboxes") else None,
     )
+
+
+def _pool(status: PreparationStatus, expected: int) -> PoolProgress:
+    """The pool's counts as the controller last wrote them (wanted: the counts, before it
+    has written any)."""
+    return status.pool if status.pool is not None else PoolProgress(wanted=expected)
 
 
 def eta_s(status: PreparationStatus, created: datetime | None, now: datetime) -> float | None:

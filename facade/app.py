@@ -24,7 +24,7 @@ from kube.pool_contract import SANDBOX_CLAIMS
 from sandman.base.settings import LOG_LEVELS, fixed, part, setting
 from sandman.wire.keepalive import FACADE_IDLE_S
 
-from .announcements import PreparationService
+from .announcements import PoolTemplates, PreparationService
 from .audit import AuditLog, AuditSettings
 from .config import FacadeConfig
 from .fairness import LoginThrottleSettings
@@ -186,9 +186,12 @@ class Facade:
             s.service,
             self.placer,
         )
+        pools = PoolTemplates(
+            dict(self.config.classes), self.config.delivery, self.config.minter, self.index
+        )
         handlers = FacadeHandlers(
             service, self.index, self.config.tenants, self.proxy, self.metrics, self.ready,
-            PreparationService(self.client), s.failed_logins, self.audit,
+            PreparationService(self.client, pools), s.failed_logins, self.audit,
         )  # fmt: skip
         app = web.Application(client_max_size=s.max_body_bytes, middlewares=[handlers.observe])
         app.add_routes(handlers.routes(metrics=s.metrics_port is None))

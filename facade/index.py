@@ -64,8 +64,14 @@ def _owner_values(pod: Obj) -> Iterable[str]:
     return (f"{meta['namespace']}/{owner}",) if owner else ()
 
 
+def _pool_values(pod: Obj) -> Iterable[str]:
+    meta = pod["metadata"]
+    pool = (meta.get("labels") or {}).get(LABEL_POOL)
+    return (f"{meta['namespace']}/{pool}",) if pool else ()
+
+
 def pod_indexers() -> dict[str, Callable[[Obj], Iterable[str]]]:
-    return {"sandbox": _sandbox_values, "owner": _owner_values}
+    return {"sandbox": _sandbox_values, "owner": _owner_values, "pool": _pool_values}
 
 
 class WaitAborted(Exception):
@@ -173,6 +179,15 @@ class SandboxIndex:
 
     def live(self, namespace: str) -> int:
         return self._live.get(namespace, 0) + len(self._provisional.get(namespace, ()))
+
+    def pool_pods(self, namespace: str, announcement: str) -> int:
+        """The live pool pods of an announcement in the watch (claimed or not): those of its
+        slots that count in :meth:`live` already (facade/announcements.py's quota)."""
+        informer = self._pods.get(namespace)
+        if informer is None:
+            return 0
+        pods = informer.cache.by_index("pool", f"{namespace}/{announcement}")
+        return sum(1 for p in pods if is_live(p))
 
     def sandbox_ids(self, namespace: str, owner: str | None = None) -> list[str]:
         informer = self._pods.get(namespace)

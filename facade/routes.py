@@ -169,7 +169,8 @@ PREPARE = FacadeRoute(
     "/v1/prepare",
     "prepare",
     "Announce images ahead of a burst (sandboxes expected per image, optional deadline); "
-    "the controller has nodes pull them (Idempotency-Key header makes retries safe)",
+    "the controller has nodes pull them, and with `sandboxes` creates the sandboxes ahead "
+    "too (Idempotency-Key header makes retries safe)",
     p.PrepareImages,
     p.Preparation,
     status=201,
@@ -181,6 +182,10 @@ PREPARE = FacadeRoute(
     " `max_prepared_images` or `max_prepared_sandboxes`."
     " 429 `prepare_quota_exceeded`: with the tenant's live announcements it would be"
     " (it fits once they expire or their owner is released)."
+    " With `sandboxes`: 400 `unknown_class` / 403 `class_not_allowed` for `class` as a"
+    " create; 400 `prepare_too_large` when the counts alone pass the tenant's"
+    " `max_sandboxes`; 429 `quota_exceeded` (Retry-After) when live sandboxes plus the"
+    " pools of its live announcements would."
     " With an `owner`, the announcement goes when the owner is released or its lease"
     " expires.",
     replay_status=200,

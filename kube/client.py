@@ -101,6 +101,8 @@ class KubeClient(Verbs):
         self._base = str(api.auth.server).rstrip("/")
         self._base_path = urlsplit(self._base).path
         self._server_hostname = api.auth.tls_server_name or None
+        #: ``Impersonate-User`` of a derived client (:meth:`impersonating`); none by default.
+        self._impersonation: dict[str, str] = {}
         self._headers = self._auth_headers()
         # sock_connect, not connect: aiohttp's ``connect`` also covers waiting for a free
         # pooled connection, which under a burst is queueing, not a dead server.
@@ -154,6 +156,19 @@ class KubeClient(Verbs):
         derived._owns_session = False
         return derived
 
+    def impersonating(self, user: str) -> KubeClient:
+        """The same connections, credentials and token bucket, sending every request as
+        ``user`` (``Impersonate-User``; the credentials need ``impersonate`` on it).
+
+        For writes that must be classified apart by API Priority and Fairness — the pool
+        filler's creates under a FlowSchema of their own (controller/pools.py) — without a
+        second credential to mount and rotate."""
+        derived = copy.copy(self)
+        derived._impersonation = {"Impersonate-User": user}
+        derived._headers = derived._auth_headers()
+        derived._owns_session = False
+        return derived
+
     async def take_tokens(self, n: int) -> None:
         """Wait until ``n`` requests may go (the first attempt of each then ``prepaid``):
         what must be sent right after a decision — a pre-placed batch — waits for its
@@ -165,11 +180,11 @@ class KubeClient(Verbs):
             await asyncio.sleep(delay)
 
     def _auth_headers(self) -> dict[str, str]:
-        token = self.kr8s.auth.token
-        return {"Authorization": f"Bearer {token}"} if token else {}
+        return {**self.bearer_headers(), **self._impersonation}
 
     def bearer_headers(self) -> dict[str, str]:
-        return self._auth_headers()
+        token = self.kr8s.auth.token
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     async def close(self) -> None:
         if not self._owns_session:

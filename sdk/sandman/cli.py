@@ -30,6 +30,7 @@ import msgspec
 
 from .sdk import AsyncSandman, PreparationTimeout, SandmanError
 from .wire.create_request import CreateField, create_fields
+from .wire.facade import DEFAULT_CLASS
 from .wire.image_preparation import DEFAULT_PREPARE_TTL_S
 
 __all__ = ["create_flag", "create_options", "main", "parse_args"]
@@ -197,7 +198,12 @@ async def _prepare(client: AsyncSandman, args: argparse.Namespace) -> int:
     if args.status:
         prep = await client.get_preparation(args.status)
     else:
-        prep = await client.prepare(_image_counts(args.images), ttl_s=args.ttl_s)
+        prep = await client.prepare(
+            _image_counts(args.images),
+            ttl_s=args.ttl_s,
+            sandboxes=args.sandboxes,
+            class_=args.sandbox_class,
+        )
         print(prep.id)
     if args.wait is not None:
         try:
@@ -209,6 +215,12 @@ async def _prepare(client: AsyncSandman, args: argparse.Namespace) -> int:
     eta = "-" if view.eta_s is None else f"{view.eta_s:g}s"
     ready = f"{prep.fraction_ready:.0%} of {view.sandboxes_expected} sandboxes"
     print(f"{view.phase} {ready} eta {eta}")
+    if view.pool is not None:
+        pool = view.pool
+        print(
+            f"  pool ({view.sandbox_class}): {pool.wanted} wanted, {pool.created} created, "
+            f"{pool.ready} ready, {pool.claimed} claimed"
+        )
     for image in view.images:
         failed = f" failed on {len(image.failures)}" if image.failures else ""
         # ready / wanted (the minimum the count needs), and planned (with the spread)
@@ -261,6 +273,17 @@ def _add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     prep.add_argument("--status", metavar="ID", help="show an earlier announcement instead")
     prep.add_argument(
         "--ttl-s", type=int, default=DEFAULT_PREPARE_TTL_S, help="seconds (default %(default)s)"
+    )
+    prep.add_argument(
+        "--sandboxes",
+        action="store_true",
+        help="create the sandboxes ahead too (COUNT per image), not only pull the images",
+    )
+    prep.add_argument(
+        "--class",
+        dest="sandbox_class",
+        default=DEFAULT_CLASS,
+        help="the announced sandboxes' class (default %(default)s)",
     )
     prep.add_argument("--wait", type=float, metavar="FRACTION", help="wait until this ready")
     prep.add_argument("--timeout-s", type=float, default=600.0, help="seconds to wait")

@@ -1,7 +1,8 @@
 """Which kind gets which strategy: a table keyed by store key (``group/plural``).
 
-Kinds absent from the table (nodes, endpoints, custom resources, ...) have no rules beyond
-the generic verbs and metadata validation and are served by the generic ``Strategy``. A kind
+Kinds absent from the table (nodes, endpoints, ...) have no rules beyond the generic verbs
+and metadata validation and are served by the generic ``Strategy``; custom resources by
+``CustomResourceStrategy`` (their CRD's schema). A kind
 gains rules by getting a class in ``simcluster.apiserver.kinds`` and a row here; the core
 never names a kind.
 """
@@ -12,6 +13,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from simcluster.apiserver.kinds.crds import CustomResourceDefinitionStrategy
+from simcluster.apiserver.kinds.custom import CustomResourceStrategy
 from simcluster.apiserver.kinds.namespaces import NamespaceStrategy
 from simcluster.apiserver.kinds.pods import PodStrategy
 from simcluster.apiserver.kinds.quotas import ResourceQuotaStrategy
@@ -60,6 +62,18 @@ class Strategies:
     ) -> None:
         self._by_key = {key: make(ctx) for key, make in table.items()}
         self.generic = Strategy(ctx)
+        self.custom = CustomResourceStrategy(ctx)
+        self._registry = ctx.registry
+        #: key -> custom or generic, once the key is served (a key is one or the other for
+        #: good: no CRD serves a built-in group's resource)
+        self._resolved: dict[str, Strategy] = {}
 
     def for_key(self, key: str) -> Strategy:
-        return self._by_key.get(key, self.generic)
+        found = self._by_key.get(key) or self._resolved.get(key)
+        if found is not None:
+            return found
+        rt = self._registry.for_key(key)
+        if rt is None:
+            return self.generic
+        found = self._resolved[key] = self.generic if rt.builtin else self.custom
+        return found

@@ -266,7 +266,9 @@ async def test_bad_and_expired_requests_get_a_phase_and_no_pulls(
     cluster: EmbeddedCluster, client: KubeClient, agents: list[str]
 ) -> None:
     async with running(cluster):
-        await request(client, "bad", {"images": [{"image": "x:1", "count": 0}]})
+        # The CRD's schema admits it (the API server refuses what it does not: simcluster
+        # holds custom resources to their schema); the wire model does not.
+        await request(client, "bad", {"images": [{"image": "x:1", "count": 100_001}]})
         past = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)).isoformat()
         await request(client, "old", {"images": [{"image": "y:1"}], "expiresAt": past})
         bad = await wait_until_async(lambda: _phase(client, "bad", "Invalid"))

@@ -15,6 +15,12 @@ the facade did not hand out (``invalid_continue``) — and one is uniqueness
 by a field, which JSON Schema cannot express: an image named twice in one announcement
 (``duplicate_image``). The built-in check is replaced by one that allows exactly those.
 
+The document carries every field of every request model, so new fields are fuzzed as soon as
+they exist: ``POST /v1/prepare``'s ``sandboxes`` and ``class`` (announced sandboxes) among
+them — an unknown class is ``unknown_class``, counts over the tenant's sandbox limit
+``prepare_too_large``, both in the list above; a pool over the limit with live sandboxes is a
+429, a documented status.
+
 Bounded for CI: a fixed number of examples per operation and mode, derandomized under ``CI``
 like the rest of the suite, waits capped at a fraction of a second (how long a wait takes is
 not what is fuzzed; that the parameter is validated is).

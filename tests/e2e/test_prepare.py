@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kube import LEASES, KubeClient
+from kube import LEASES, PODS, KubeClient
 from kube.preparation_contract import (
     AGENT_LEASE_NAMESPACE,
     ANNOTATION_READY,
@@ -84,6 +84,38 @@ async def test_announced_images_get_ready_and_sandboxes_land_on_them(
 
 
 @pytest.mark.anyio
+async def test_announced_sandboxes_are_created_ahead_and_released_with_the_owner(
+    stack: Stack, kube: KubeClient, owner: str
+) -> None:
+    """``sandboxes=True`` through the SDK: the controller's pool filler creates the pool from
+    the template the facade rendered (the real stack: Pod Security, RBAC, placements), the
+    counts come back through ``GET /v1/prepare/{id}``, and releasing the owner deletes the
+    announcement and with it every unclaimed pool pod."""
+    a, b = f"registry.example/pool/{owner}-a:1", f"registry.example/pool/{owner}-b:1"
+    async with AsyncSandman(stack.url, stack.token, owner=owner) as client:
+        prep = await client.prepare([(a, 3), (b, 2)], sandboxes=True, class_="tiny")
+        assert (prep.view.sandboxes, prep.view.sandbox_class) == (True, "tiny")
+
+        async def pool_ready() -> Any:
+            view = await prep.refresh()
+            return view.pool if view.pool is not None and view.pool.ready == 5 else None
+
+        pool = await wait_until_async(pool_ready, timeout_s=60)
+        assert (pool.wanted, pool.created, pool.claimed) == (5, 5, 0)
+        selector = f"sandman.io/pool={prep.id}"
+        pods = (await kube.list(PODS, "sandman-dev", label_selector=selector))["items"]
+        assert sorted(p["spec"]["containers"][0]["image"] for p in pods) == [a, a, a, b, b]
+        assert all(p["spec"].get("nodeName") for p in pods)
+        await client.release_owner()
+
+        async def gone() -> bool:
+            left = (await kube.list(PODS, "sandman-dev", label_selector=selector))["items"]
+            return not [p for p in left if not p["metadata"].get("deletionTimestamp")]
+
+        await wait_until_async(gone, timeout_s=30)
+
+
+@pytest.mark.anyio
 async def test_per_tenant_and_idempotent(stack: Stack, owner: str) -> None:
     image = f"registry.example/prep/{owner}:1"
     async with AsyncSandman(stack.url, stack.token, owner=owner, lease_s=None) as client:
@@ -122,6 +154,30 @@ def test_cli_prepare(stack: Stack, owner: str, capsys: pytest.CaptureFixture[str
     assert re.search(rf"{re.escape(image)}: [1-3]/1 nodes, [1-3] planned", capsys.readouterr().out)
     with pytest.raises(SystemExit, match="invalid_image_count"):
         cli_main(["prepare", *conn, f"{image}=many"])
+
+
+@pytest.mark.anyio
+async def test_cli_prepare_sandboxes(
+    stack: Stack, kube: KubeClient, owner: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """``sandman prepare --sandboxes --class``: the pool line, then the owner's release
+    deletes the pool (waited for: its sandboxes are processes the leak check counts)."""
+    monkeypatch.setenv("SANDMAN_OWNER", owner)  # the CLI's owner: the announcement's label
+    conn = ["--url", stack.url, "--token", stack.token]
+    argv = ["prepare", *conn, f"registry.example/pool/{owner}-cli:1=2", "--sandboxes",
+            "--class", "tiny"]  # fmt: skip
+    assert await asyncio.to_thread(cli_main, argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("prep-")
+    assert re.fullmatch(r"  pool \(tiny\): 2 wanted, \d created, \d ready, 0 claimed", out[2])
+    assert await asyncio.to_thread(cli_main, ["rm", *conn, "--owner", owner]) == 0
+    selector = f"sandman.io/pool={out[0]}"
+
+    async def gone() -> bool:
+        return not (await kube.list(PODS, "sandman-dev", label_selector=selector))["items"]
+
+    await wait_until_async(gone, timeout_s=30)
 
 
 BAD = [

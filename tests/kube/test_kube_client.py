@@ -28,6 +28,7 @@ from kube import (
     TransportError,
     from_kr8s,
 )
+from kube.resources import Resource
 from simcluster.embedded import EmbeddedCluster
 from tests.support.kube import FAST, inject
 from tests.support.pods import pod
@@ -197,3 +198,21 @@ async def test_kr8s_errors_translate(client: KubeClient) -> None:
         await Pod(pod("k") | {"metadata": {"name": "k", "namespace": "default"}}, api=api).create()
     err = from_kr8s(raw2.value)
     assert isinstance(err, AlreadyExists) and err.status == 409
+
+
+async def test_an_impersonating_client_sends_every_request_as_its_user(
+    client: KubeClient,
+) -> None:
+    """kube/client.py ``impersonating``: the pool filler's pod writes as sandman-pools (its
+    own APF level); the client it came from is unchanged, and both share one bucket."""
+    reviews = Resource("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview",
+                       False)  # fmt: skip
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    user = "system:serviceaccount:sandman-system:sandman-pools"
+    derived = client.impersonating(user)
+    got = await derived.create(reviews, review)
+    assert got["status"]["userInfo"]["username"] == user
+    mine = await client.create(reviews, review)
+    assert mine["status"]["userInfo"]["username"] != user
+    assert derived.bucket is client.bucket
+    assert "Impersonate-User" not in derived.bearer_headers()

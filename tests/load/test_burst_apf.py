@@ -34,12 +34,13 @@ async def test_a_profile_with_its_own_sandman_schema_is_refused(tmp_path: Path) 
 
 def test_the_apf_profile_gives_sandman_todays_budget(tmp_path: Path) -> None:
     """paper-burst-apf's server budget, split by shares, gives the controller's and the
-    facade's levels paper-burst's 500 writes/s (125 of 295 shares)."""
+    facade's levels paper-burst's 500 writes/s (125 of 305 shares)."""
     text = "\n".join(
         f'simcluster_flowcontrol_budget_requests_per_second{{priority_level="{lv}",'
-        f'class="mutating"}} {1180 * shares / 295}'
+        f'class="mutating"}} {1220 * shares / 305}'
         for lv, shares in (("sandman-binds", 60), ("sandman-election", 5),
-                           ("sandman-workload", 60), ("sandman-agents", 10))
+                           ("sandman-workload", 60), ("sandman-agents", 10),
+                           ("sandman-pools", 10))
     )  # fmt: skip
     budget = profile_budget(BurstSettings(out=tmp_path, profile="paper-burst-apf"))
     assert budget.mutating_qps == math.inf  # no profile schema for Sandman

@@ -2,7 +2,8 @@
 manifests (``StackSettings.manifests``: simcluster enforcing RBAC, the ``simcluster``
 overlay applied server-side, the controller, the facade and the node agents each with a
 TokenRequest token of its own ServiceAccount) runs a small burst end to end — create, Ready,
-exec, release, expiry GC — and a preparation through the node agents, with no 403 anywhere.
+exec, release, expiry GC — a preparation through the node agents and an announced pool (its
+pods written as sandman-pools, impersonated), with no 403 anywhere.
 
 Then the controller's ``pods/binding`` rule is removed, as an operator's mistake would: the
 controller must say so — an error log line naming the 403, ``sandman_api_requests_total``
@@ -162,6 +163,15 @@ async def test_a_burst_and_a_preparation_need_nothing_the_manifests_do_not_grant
 ) -> None:
     async with AsyncSandman(stack.url, stack.token, owner=owner) as client:
         prep = await client.prepare({f"registry.example/prep/{owner}:1": 2})
+        # Announced sandboxes: the controller's pool filler writes them as sandman-pools
+        # (impersonated: the manifests' Role allows that one account only).
+        pooled = await client.prepare([(IMAGE, 2)], sandboxes=True)
+
+        async def pool_created() -> bool:
+            view = await pooled.refresh()
+            return view.pool is not None and view.pool.created == 2
+
+        assert await wait_until_async(pool_created, timeout_s=30, interval_s=0.2)
         sandboxes = await client.create_many(6, IMAGE, timeout_s=60)
         for sandbox in sandboxes:
             assert (await sandbox.exec("echo $((6 * 7))")).stdout == "42\n"

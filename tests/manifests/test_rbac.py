@@ -28,6 +28,7 @@ ACCOUNTS = {
     "controller": "sandman-controller",
     "facade": "sandman-facade",
     "node-agent": "sandman-node-agent",
+    "pools": "sandman-pools",
 }
 
 
@@ -58,7 +59,7 @@ class Call:
         )
 
 
-C, F, A = "controller", "facade", "node-agent"
+C, F, A, P = "controller", "facade", "node-agent", "pools"
 LW = ("list", "watch")
 CALLS = (
     Call(C, LW, "", "pods", "*", "controller/view.py", "self.bound = Informer(",
@@ -109,6 +110,18 @@ CALLS = (
     Call(C, ("deletecollection",), "sandman.io", "imagepreparations", TENANT,
          "controller/owners.py", "client.delete_collection(IMAGE_PREPARATIONS",
          "an expired owner's image announcements"),
+    Call(C, LW, "sandman.io", "imagepreparations", "*", "controller/pools.py",
+         "self.announcements = Informer(", "announcements with sandboxes: the pools to fill"),
+    Call(C, ("impersonate",), "", "serviceaccounts", SYSTEM, "controller/pools.py",
+         "self.client.impersonating(settings.identity)",
+         "the pool pod writes sent as sandman-pools (their own APF level)", name="sandman-pools"),
+    Call(P, ("create",), "", "pods", TENANT, "controller/pools.py",
+         'self.writer.request("POST", PODS.path', "a pool pod, pre-placed (nodeName set)"),
+    Call(P, ("delete",), "", "pods", TENANT, "controller/pools.py",
+         "await self.writer.delete(PODS", "an unclaimed pool pod: its announcement ended, "
+         "it failed, or its node is lost"),
+    Call(C, ("patch",), "sandman.io", "imagepreparations/status", TENANT, "controller/pools.py",
+         'self.client.request("PATCH", path', "an announcement's pool counts"),
     Call(C, ("create",), "coordination.k8s.io", "leases", SYSTEM, "controller/leader.py",
          "self.client.create(LEASES", "the election Lease, first time"),
     Call(C, ("get",), "coordination.k8s.io", "leases", SYSTEM, "controller/leader.py",
@@ -281,10 +294,26 @@ def test_every_rule_is_needed_by_a_listed_call(granted: list[Grant]) -> None:
 
 
 def test_no_account_can_read_secrets_or_escalate(granted: list[Grant]) -> None:
+    """No secrets, no RBAC writes, no escalate or bind; ``impersonate`` only of a named
+    ServiceAccount of Sandman's that can do nothing its impersonator cannot (the controller
+    sending its pool writes as sandman-pools, for their own APF level): a narrower identity,
+    never a wider one."""
+    names = {v: k for k, v in ACCOUNTS.items()}
     for g in granted:
         resources = set(g.get("resources"))
         assert not resources & {"secrets", "roles", "rolebindings", "clusterroles", "pods/exec"}
-        assert not set(g.get("verbs")) & {"escalate", "bind", "impersonate"}
+        assert not set(g.get("verbs")) & {"escalate", "bind"}
+        if "impersonate" not in g.get("verbs"):
+            continue
+        assert set(g.get("verbs")) == {"impersonate"} and resources == {"serviceaccounts"}, g
+        assert g.get("resourceNames") and g.namespace == SYSTEM, g
+        for name in g.get("resourceNames"):
+            assert name in names, f"{g.account} impersonates {name}, not one of Sandman's"
+            for call in (c for c in CALLS if c.account == names[name]):
+                for verb in call.verbs:
+                    assert any(
+                        own.account == g.account and own.allows(call, verb) for own in granted
+                    ), f"{names[name]} may {verb} {call.resource}, which {g.account} may not"
 
 
 def test_the_operator_guide_lists_the_same_calls() -> None:

@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from controller.app import Controller, ControllerSettings
-from controller.collector import GCSettings
 from controller.leader import ElectionSettings
 from controller.placement import PlacementSettings
 from controller.placement_auth import PlacementAuthSettings
@@ -59,11 +58,9 @@ async def create_batch(live: LiveFacade, count: int) -> float:
     return time.monotonic() - started
 
 
-def _settings(
-    cluster: EmbeddedCluster, identity: str, gc: GCSettings | None = None
-) -> ControllerSettings:
+def _settings(cluster: EmbeddedCluster, identity: str) -> ControllerSettings:
     assert cluster.cluster is not None
-    settings = ControllerSettings(
+    return ControllerSettings(
         kubeconfig=str(cluster.cluster.kubeconfigs["controller"]),
         client=dataclasses.replace(FAST, qps=0),
         election=ElectionSettings(
@@ -85,17 +82,16 @@ def _settings(
         progress_interval_s=60,
         freeze_after_sync=False,
     )
-    return settings if gc is None else dataclasses.replace(settings, gc=gc)
 
 
 @contextlib.asynccontextmanager
 async def placing_controller(
-    cluster: EmbeddedCluster, identity: str, *, gc: GCSettings | None = None
+    cluster: EmbeddedCluster, identity: str, **overrides: Any
 ) -> AsyncIterator[Controller]:
     """A started controller (caches synced, leadership known); stopped cleanly on exit.
     The cluster needs a ``controller`` kubeconfig (tests.support.controller.cluster_of);
-    ``gc``: the collector's settings (the defaults otherwise)."""
-    controller = Controller(_settings(cluster, identity, gc))
+    ``overrides``: ControllerSettings fields to set."""
+    controller = Controller(dataclasses.replace(_settings(cluster, identity), **overrides))
     task = asyncio.create_task(controller.run())
     try:
         await wait_until_async(lambda: controller.ready() or task.done(), timeout_s=10)

@@ -25,7 +25,7 @@ import asyncio
 import builtins
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Unpack
@@ -34,6 +34,7 @@ import anyio
 
 from sandman.wire.create_request import build_spec, with_create_options
 from sandman.wire.facade import (
+    DEFAULT_CLASS,
     MAX_BATCH,
     BatchResult,
     ClassInfo,
@@ -262,24 +263,34 @@ class AsyncSandman:
     # --- prepare --------------------------------------------------------------------------
     async def prepare(
         self,
-        images: Mapping[str, int],
+        images: Mapping[str, int] | Iterable[tuple[str, int]],
         *,
         deadline: datetime | None = None,
         ttl_s: int = DEFAULT_PREPARE_TTL_S,
+        sandboxes: bool = False,
+        class_: str = DEFAULT_CLASS,
         idempotency_key: str | None = None,
     ) -> AsyncPreparation:
-        """Announce images ahead of a burst: image -> sandboxes expected from it.
+        """Announce images ahead of a burst: image -> sandboxes expected from it (a mapping,
+        or ``(image, count)`` pairs).
 
         The controller has enough nodes pull each image that its sandboxes start without
         waiting for a pull; ``deadline`` (timezone-aware) orders announcements, ``ttl_s``
-        is how long this one counts. Returns at once; ``await prep.wait_ready(fraction)``
-        waits until enough is ready. Typical use: announce step t+1 during step t.
+        is how long this one counts. With ``sandboxes=True`` the sandboxes themselves are
+        created ahead too, ``count`` per image of class ``class_``, earliest deadline first,
+        and kept until a create of that image and class claims them or the announcement
+        ends; they count against the tenant's sandbox limit. Returns at once;
+        ``await prep.wait_ready(fraction)`` waits until enough is ready. Typical use:
+        announce step t+1 during step t.
         """
+        pairs = images.items() if isinstance(images, Mapping) else images
         body = PrepareImages(
-            images=[ImageRequest(image=i, count=n) for i, n in images.items()],
+            images=[ImageRequest(image=i, count=n) for i, n in pairs],
             deadline=deadline,
             ttl_s=ttl_s,
             owner=self.owner,
+            sandboxes=sandboxes,
+            sandbox_class=class_,
         )
         view = await self.transport.request(
             "POST",

@@ -9,6 +9,14 @@ and writes :class:`PreparationStatus`. The facade's ``POST /v1/prepare`` decodes
 ``POST`` and ``GET /v1/prepare/{id}`` with :class:`Preparation` (the status as the trainer
 sees it, with an ETA); the SDK builds and decodes the same two classes.
 
+Announced sandboxes: with ``sandboxes`` set, the announcement asks for the sandboxes
+themselves, not only their images: ``count`` pristine sandboxes of ``class`` per image,
+created by the leading controller ahead of the deadline (its pool filler,
+controller/pools.py) and handed to the creates that ask for that image and class. The
+facade renders the pool pods' template once per announcement (``podTemplate`` on the
+spec: the controller creates every slot's pod from it, kube/pool_contract.pool_pod); the
+controller reports the pool's counts in ``status.pool`` (:class:`PoolProgress`).
+
 Why "count" per image: the controller turns the number of sandboxes a trainer expects into
 the number of nodes that must hold the image (enough that the count fits under the per-node
 start-queue cap, docs/node-agent.md), not into one pull per sandbox.
@@ -17,10 +25,11 @@ start-queue cap, docs/node-agent.md), not into one pull per sandbox.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
+from .facade import DEFAULT_CLASS
 from .patterns import ImageRef, OwnerName
 
 __all__ = [
@@ -29,6 +38,7 @@ __all__ = [
     "ImageFailure",
     "ImageProgress",
     "ImageRequest",
+    "PoolProgress",
     "Preparation",
     "PreparationPhase",
     "PreparationSpec",
@@ -72,6 +82,13 @@ class PreparationSpec(
     images: Annotated[list[ImageRequest], msgspec.Meta(min_length=1, max_length=MAX_IMAGES)]
     deadline: datetime | None = None
     expires_at: datetime | None = None
+    #: Create ``count`` pool sandboxes per image too (the pool filler, controller/pools.py).
+    sandboxes: bool = False
+    #: The pool sandboxes' class (with ``sandboxes``).
+    sandbox_class: str | None = msgspec.field(default=None, name="class")
+    #: The pool pods' template, rendered by the facade (facade/podspec.render_pool_template);
+    #: kube/pool_contract.pool_pod makes each slot's pod of it.
+    pod_template: dict[str, Any] | None = None
 
 
 class ImageFailure(msgspec.Struct, kw_only=True, frozen=True, rename="camel"):
@@ -96,8 +113,22 @@ class ImageProgress(msgspec.Struct, kw_only=True, frozen=True, rename="camel"):
     failures: list[ImageFailure] = msgspec.field(default_factory=list)
 
 
+class PoolProgress(msgspec.Struct, kw_only=True, rename="camel"):
+    """An announcement's pool sandboxes, summed over its images: ``wanted`` (the counts),
+    ``created`` (pool pods that exist, claimed or not), ``ready`` (Ready and unclaimed: what
+    a create can be handed now), ``claimed`` (handed to a create; never refilled)."""
+
+    wanted: int = 0
+    created: int = 0
+    ready: int = 0
+    claimed: int = 0
+
+
 class PreparationStatus(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
-    """What the leading controller writes to ``status`` (at most once per few seconds)."""
+    """What the leading controller writes to ``status`` (at most once per few seconds).
+
+    ``pool`` is the pool filler's (controller/pools.py), patched on its own: the image
+    preparer's merge patches never name it, so neither writer overwrites the other."""
 
     phase: PreparationPhase = "Pending"
     reason: str = ""
@@ -107,6 +138,7 @@ class PreparationStatus(msgspec.Struct, kw_only=True, rename="camel", omit_defau
     #: When every image first had all the nodes it wanted.
     ready_at: datetime | None = None
     updated_at: datetime | None = None
+    pool: PoolProgress | None = None
 
 
 class PrepareImages(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -114,12 +146,21 @@ class PrepareImages(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fr
 
     ``deadline``: when the sandboxes are expected (earlier deadlines are prepared first);
     ``ttl_s``: how long the announcement counts (then its images may be released);
-    ``owner``: the run it belongs to (listed on the object, for the operator)."""
+    ``owner``: the run it belongs to (listed on the object, for the operator);
+    ``sandboxes``: create the sandboxes too, ``count`` per image of ``class``, kept until a
+    create claims them or the announcement ends (they count against the tenant's
+    ``max_sandboxes`` as live sandboxes do)."""
 
     images: Annotated[list[ImageRequest], msgspec.Meta(min_length=1, max_length=MAX_IMAGES)]
     deadline: Annotated[datetime, msgspec.Meta(tz=True)] | None = None
     ttl_s: Annotated[int, msgspec.Meta(ge=60, le=7 * 24 * 3600)] = DEFAULT_PREPARE_TTL_S
     owner: OwnerName | None = None
+    sandboxes: Annotated[
+        bool, msgspec.Meta(description="create the sandboxes ahead too, not only the images")
+    ] = False
+    sandbox_class: Annotated[
+        str, msgspec.Meta(description="the announced sandboxes' class (GET /v1/classes)")
+    ] = msgspec.field(default=DEFAULT_CLASS, name="class")
 
 
 class PreparedImage(msgspec.Struct, kw_only=True):
@@ -154,6 +195,10 @@ class Preparation(msgspec.Struct, kw_only=True):
     created_at: str | None = None
     ready_at: str | None = None
     expires_at: str | None = None
+    #: With ``sandboxes``: the pool's class and counts (null until the controller reports).
+    sandboxes: bool = False
+    sandbox_class: str | None = msgspec.field(default=None, name="class")
+    pool: PoolProgress | None = None
 
 
 def duplicate_image(images: list[ImageRequest]) -> tuple[int, str] | None:

@@ -8,7 +8,7 @@ Each method is one call of its async twin through the portal
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from types import TracebackType
 from typing import Unpack
@@ -20,7 +20,7 @@ from sandman.sdk.client import AsyncSandman
 from sandman.sdk.create_options import CreateOptions
 from sandman.sdk.settings import Limits, RetryPolicy, Timeouts
 from sandman.wire.create_request import with_create_options
-from sandman.wire.facade import ClassInfo, LeaseStatus
+from sandman.wire.facade import DEFAULT_CLASS, ClassInfo, LeaseStatus
 from sandman.wire.image_preparation import DEFAULT_PREPARE_TTL_S
 
 __all__ = ["Sandman"]
@@ -163,23 +163,35 @@ class Sandman(PortalOwner[AsyncSandman]):
 
     def prepare(
         self,
-        images: Mapping[str, int],
+        images: Mapping[str, int] | Iterable[tuple[str, int]],
         *,
         deadline: datetime | None = None,
         ttl_s: int = DEFAULT_PREPARE_TTL_S,
+        sandboxes: bool = False,
+        class_: str = DEFAULT_CLASS,
         idempotency_key: str | None = None,
     ) -> Preparation:
-        """Announce images ahead of a burst: image -> sandboxes expected from it.
+        """Announce images ahead of a burst: image -> sandboxes expected from it (a mapping,
+        or ``(image, count)`` pairs).
 
         The controller has enough nodes pull each image that its sandboxes start without
         waiting for a pull; ``deadline`` (timezone-aware) orders announcements, ``ttl_s``
-        is how long this one counts. Returns at once; ``await prep.wait_ready(fraction)``
-        waits until enough is ready. Typical use: announce step t+1 during step t."""
+        is how long this one counts. With ``sandboxes=True`` the sandboxes themselves are
+        created ahead too, ``count`` per image of class ``class_``, earliest deadline first,
+        and kept until a create of that image and class claims them or the announcement
+        ends; they count against the tenant's sandbox limit. Returns at once;
+        ``await prep.wait_ready(fraction)`` waits until enough is ready. Typical use:
+        announce step t+1 during step t."""
         return self._wrap(
             Preparation,
             self._call(
                 lambda: self._async.prepare(
-                    images, deadline=deadline, ttl_s=ttl_s, idempotency_key=idempotency_key
+                    images,
+                    deadline=deadline,
+                    ttl_s=ttl_s,
+                    sandboxes=sandboxes,
+                    class_=class_,
+                    idempotency_key=idempotency_key,
                 )
             ),
         )
