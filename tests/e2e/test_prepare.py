@@ -116,6 +116,44 @@ async def test_announced_sandboxes_are_created_ahead_and_released_with_the_owner
 
 
 @pytest.mark.anyio
+async def test_announced_sandboxes_are_claimed_by_the_next_steps_creates(
+    stack: Stack, kube: KubeClient, owner: str
+) -> None:
+    """The whole pooled path on the real stack: an announcement's pool, filled by the
+    controller, is what ``create_many`` of that image and class gets — ready in the answer,
+    with the request's env, the rest created cold — and the pool's status counts the claim."""
+    image = f"registry.example/pool/{owner}-next:1"
+    async with AsyncSandman(stack.url, stack.token, owner=owner) as client:
+        prep = await client.prepare([(image, 3)], sandboxes=True, class_="tiny")
+
+        async def pool_ready() -> Any:
+            view = await prep.refresh()
+            return view.pool if view.pool is not None and view.pool.ready == 3 else None
+
+        await wait_until_async(pool_ready, timeout_s=60)
+        selector = f"sandman.io/pool={prep.id}"
+        pooled = {
+            p["metadata"]["name"]
+            for p in (await kube.list(PODS, "sandman-dev", label_selector=selector))["items"]
+        }
+        sandboxes = await client.create_many(
+            4, image, sandbox_class="tiny", env={"STEP": "7"}, timeout_s=60
+        )
+        ids = [s.id for s in sandboxes]
+        assert set(ids[:3]) == pooled and ids[3] not in pooled  # the pool first, then cold
+        for sandbox in sandboxes:
+            assert (await sandbox.exec("echo $STEP")).stdout.strip() == "7"
+
+        async def counted() -> Any:
+            view = await prep.refresh()
+            return view.pool if view.pool is not None and view.pool.claimed == 3 else None
+
+        pool = await wait_until_async(counted, timeout_s=30)
+        assert pool.ready == 0
+        await client.release_owner()
+
+
+@pytest.mark.anyio
 async def test_per_tenant_and_idempotent(stack: Stack, owner: str) -> None:
     image = f"registry.example/prep/{owner}:1"
     async with AsyncSandman(stack.url, stack.token, owner=owner, lease_s=None) as client:
