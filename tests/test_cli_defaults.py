@@ -152,6 +152,9 @@ def _values(f: dataclasses.Field[Any], spec: Spec, default: Any) -> st.SearchStr
         any_value = st.floats(0.001, 1e4, allow_nan=False)
     else:
         any_value = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=8)
+        # Python 3.11's argparse drops a lone "--" even as an attached value: `--run-dir=--`
+        # parses to [] (its own bug, not the generated flags'; no setting takes "--").
+        any_value = any_value.filter(lambda v: v != "--")
     if "None" in text:
         any_value = st.none() | (any_value.filter(bool) if text.startswith("str") else any_value)
     return any_value if default is MISSING else st.just(default) | any_value
