@@ -120,7 +120,8 @@ class CreatePath:
         outcomes = self._replays(tenant, request)
         todo = [i for i in range(len(request.ids)) if i not in outcomes]
         if todo:
-            sandbox_class = self._admit(tenant, request.spec, len(todo))
+            cold = len(todo) - self._claimable(tenant, request, len(todo), bool(outcomes))
+            sandbox_class = self._admit(tenant, request.spec, cold)
             members = (Member(i, self._render(tenant, request, sandbox_class, i)) for i in todo)
             pooling = Pooling(request.spec, request.digest, request.claim, bool(outcomes))
             order = Order(tenant, tuple(members), request.group, pooling)
@@ -149,6 +150,16 @@ class CreatePath:
                 if i not in replays and (sandbox := self.index.get(tenant.namespace, name)):
                     replays[i] = Written(sandbox, created=False)
         return replays
+
+    def _claimable(self, tenant: Tenant, request: _Request, todo: int, replaying: bool) -> int:
+        """How many of the ``todo`` members the pool can hand over now (none for a group, a
+        retry that may only get its first claim back, or without the pooled source). Those
+        are admitted already: a pool pod counts against the tenant's limit from its creation,
+        so counting them again would refuse the step an announcement was sized for."""
+        if self.pooled is None or request.group is not None or replaying:
+            return 0
+        spec = request.spec
+        return self.index.claimable(tenant.namespace, spec.image, spec.sandbox_class, todo)
 
     def _admit(self, tenant: Tenant, spec: CreateSandbox, count: int) -> SandboxClass:
         """The class of ``count`` more sandboxes of ``tenant``, if it may create them now:

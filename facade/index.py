@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import msgspec
 
 from kube.cache import Obj
-from kube.contract import LABEL_OWNER, LABEL_SANDBOX
+from kube.contract import LABEL_CLASS, LABEL_OWNER, LABEL_SANDBOX
 from kube.informer import Handlers, Informer
 from kube.pool_contract import LABEL_POOL
 from sandman.base.settings import setting
@@ -70,8 +70,29 @@ def _pool_values(pod: Obj) -> Iterable[str]:
     return (f"{meta['namespace']}/{pool}",) if pool else ()
 
 
+def _pool_spec_values(pod: Obj) -> Iterable[str]:
+    """A pool pod's (namespace, image, class): what a create of that image and class claims."""
+    meta = pod["metadata"]
+    labels = meta.get("labels") or {}
+    if not labels.get(LABEL_POOL):
+        return ()
+    image = next(
+        (c.get("image") for c in pod["spec"]["containers"] if c.get("name") == "sandbox"), ""
+    )
+    return (pool_spec_key(meta["namespace"], image or "", labels.get(LABEL_CLASS, "")),)
+
+
+def pool_spec_key(namespace: str, image: str, sandbox_class: str) -> str:
+    return f"{namespace}/{sandbox_class}/{image}"
+
+
 def pod_indexers() -> dict[str, Callable[[Obj], Iterable[str]]]:
-    return {"sandbox": _sandbox_values, "owner": _owner_values, "pool": _pool_values}
+    return {
+        "sandbox": _sandbox_values,
+        "owner": _owner_values,
+        "pool": _pool_values,
+        "pool-spec": _pool_spec_values,
+    }
 
 
 class WaitAborted(Exception):
@@ -188,6 +209,23 @@ class SandboxIndex:
             return 0
         pods = informer.cache.by_index("pool", f"{namespace}/{announcement}")
         return sum(1 for p in pods if is_live(p))
+
+    def claimable(self, namespace: str, image: str, sandbox_class: str, up_to: int) -> int:
+        """How many of ``up_to`` sandboxes of (image, class) the namespace's pool could hand
+        over now: its Ready pool pods no claim names, counted up to ``up_to``. They count in
+        :meth:`live` already, so admission does not count them again (facade/create.py)."""
+        informer = self._pods.get(namespace)
+        if informer is None or up_to <= 0:
+            return 0
+        found = 0
+        for pod in informer.cache.by_index(
+            "pool-spec", pool_spec_key(namespace, image, sandbox_class)
+        ):
+            if is_live(pod) and self._unclaimed(pod) and _ready(pod):
+                found += 1
+                if found == up_to:
+                    break
+        return found
 
     def sandbox_ids(self, namespace: str, owner: str | None = None) -> list[str]:
         informer = self._pods.get(namespace)
@@ -469,6 +507,11 @@ class SandboxIndex:
     def _wake(self, key: SandboxKey) -> None:
         for event in self._waiters.get(key, ()):
             event.set()
+
+
+def _ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _pooled(pod: Obj) -> bool:

@@ -202,6 +202,35 @@ async def test_a_pool_daemon_runs_nothing_before_its_claim(
             assert r.status == 200, await r.text()
 
 
+async def test_a_tenant_sized_for_its_pool_claims_it_and_its_limit_still_holds_cold(
+    cluster: EmbeddedCluster,
+    python: SandboxPython,
+    client: KubeClient,
+    leader: Controller,
+    tmp_path: Path,
+) -> None:
+    """A pool pod counts against the tenant's limit from its creation, so the create that
+    claims it must not count it again: a tenant of 6 sandboxes with 4 in its pool claims all
+    4 (counted once: 4 live + 4 would have been refused), and a cold create past the limit
+    is still refused."""
+    async with live_facade(
+        cluster.kubeconfig, SETTINGS, tmp_path, python=python.executable,
+        max_sandboxes=6, create_burst=6,
+    ) as live:  # fmt: skip
+        names = await _pool(client, live, leader, 4)
+        index = live.facade.index
+        await wait_until_async(lambda: index.claimable(NAMESPACE, IMAGE, CLASS, 4) == 4)
+        claimed = await _batch(live, 4, "k-quota")
+        assert {s["id"] for s in claimed} == set(names)
+        assert index.claimable(NAMESPACE, IMAGE, CLASS, 4) == 0
+        body = {"spec": SPEC, "count": 4}
+        async with live.http.post(
+            "/v1/batches", json=body, headers={"Idempotency-Key": "k-c"}
+        ) as r:
+            assert r.status == 429, await r.text()
+            assert (await r.json())["error"]["reason"] == "quota_exceeded"
+
+
 async def test_no_pool_is_a_miss_and_the_create_goes_cold(
     facade_of: FacadeOf, client: KubeClient, leader: Controller, cluster: EmbeddedCluster
 ) -> None:
