@@ -6,8 +6,8 @@ no sandbox is handed to two requests, every pool pod is named by at most one cla
 claimed sandbox runs the calls of its own request only, a retry through the other replica
 gets the same sandboxes, and the claims' owner, labels and expiry survive a facade restart.
 
-Pool pods are made through the pool contract (tests/support/pools.py), as the filler
-(announcements with ``sandboxes=True``) will make them."""
+The pool is announced through the SDK (``prepare(..., sandboxes=True)``) and filled by the
+leading controller, as a trainer's would be."""
 
 from __future__ import annotations
 
@@ -18,12 +18,11 @@ from typing import Any
 import aiohttp
 import pytest
 
-from facade.config import load_config
-from kube import NODES, PODS, KubeClient
+from kube import PODS, KubeClient
 from kube.pool_contract import CLAIMS_PATH, LABEL_POOL, SANDBOX_CLAIMS
+from sandman import AsyncSandman
 from sandman.wire.facade import DEFAULT_CLASS
 from tests.support.kube import FAST
-from tests.support.pools import make_pool
 from tests.support.stack import RunningStack
 from tests.support.wait import wait_until_async
 
@@ -101,7 +100,6 @@ async def test_two_replicas_claim_while_the_leader_dies_and_nothing_is_handed_tw
 ) -> None:
     running = stack.stack
     namespace = running.namespace()
-    config = load_config(running.settings.workdir / "facade.yaml")
     urls, token = stack.urls, stack.token
     headers = {"Authorization": f"Bearer {token}"}
     controller_url = dict(zip(running.controllers(), running.controller_urls, strict=True))
@@ -109,15 +107,16 @@ async def test_two_replicas_claim_while_the_leader_dies_and_nothing_is_handed_tw
         await KubeClient.connect(FAST, kubeconfig=str(running.kubeconfig)) as client,
         await KubeClient.connect(FAST, kubeconfig=running.kubeconfig_of("facade")) as facade_id,
     ):
-        nodes = [n["metadata"]["name"] for n in (await client.list(NODES))["items"]]
-        pool = await make_pool(
-            client, config, namespace=namespace, tenant="dev", image=IMAGE, count=POOL,
-            nodes=nodes, sandbox_class=DEFAULT_CLASS,
-        )  # fmt: skip
-        pool_names = {p["metadata"]["name"] for p in pool}
+        # The pool as a trainer makes it: announced, filled by the leading controller.
+        announcer = AsyncSandman(urls[0], token, owner=owner, lease_s=None, release_on_exit=False)
+        async with announcer:
+            await announcer.prepare([(IMAGE, POOL)], sandboxes=True, class_=DEFAULT_CLASS)
+        pool_names: set[str] = set()
         leader = ""
         try:
             await wait_until_async(lambda: _pool_ready(client, namespace), timeout_s=90)
+            pods = (await client.list(PODS, namespace, label_selector=LABEL_POOL))["items"]
+            pool_names = {p["metadata"]["name"] for p in pods}
             leader = await wait_until_async(stack.leader, timeout_s=20, what="a leader")
             as_facade = facade_id.bearer_headers()
 
