@@ -183,7 +183,8 @@ class PoolFiller:
             name="pool-announcements",
         )
         self._dirty = asyncio.Event()
-        #: (namespace, pod) -> (created at, its announcement): created, not in the watch yet.
+        #: (namespace, pod) -> (counted as present until, its announcement): created, not in
+        #: the watch yet.
         self._recent: dict[tuple[str, str], tuple[float, str]] = {}
         self._spent: set[tuple[str, str]] = set()
         self._tracked: dict[tuple[str, str], _Tracked] = {}
@@ -306,8 +307,8 @@ class PoolFiller:
             pods.append(p)
             by_pool.setdefault((p.namespace, p.pool), []).append(p)
             self._recent.pop((p.namespace, p.name), None)
-        for (ns, name), (at, pool) in list(self._recent.items()):
-            if now - at > self.settings.recent_s:
+        for (ns, name), (until, pool) in list(self._recent.items()):
+            if now > until:
                 del self._recent[(ns, name)]
             else:
                 pods.append(PoolPod(ns, name, pool, "starting"))
@@ -385,7 +386,11 @@ class PoolFiller:
             log.info("pool create %s/%s failed: %s", ns, name, e)
             return
         self.metrics.creates.labels(outcome).inc()
-        self._recent[(ns, name)] = (self._clock(), pool)
+        # A created pod counts as present until the watch shows it. One that existed already
+        # only briefly: it may be the slot's old pod on its way out (a replacement sent
+        # before the watch showed the deletion), and the slot must be retried once it is gone.
+        hold = self.settings.recent_s if outcome == "created" else 2 * self.settings.interval_s
+        self._recent[(ns, name)] = (self._clock() + hold, pool)
 
     # --- progress -----------------------------------------------------------------------
     def _progress(self, a: Announcement, pods: list[PoolPod]) -> PoolProgress:

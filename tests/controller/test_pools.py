@@ -6,32 +6,25 @@ pool pods replaced under their slot's name."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import datetime as dt
 from typing import Any
 
 import pytest
 
 from controller.pools import PoolSettings
-from devstack.crds import image_preparation_crd, sandbox_claim_crd
-from facade.podspec import DaemonDelivery, SandboxClass, render_pool_template
 from kube import NODES, PODS, KubeClient
-from kube.errors import AlreadyExists
 from kube.pool_contract import LABEL_POOL, SANDBOX_CLAIMS, pool_pod_name
 from kube.preparation_contract import IMAGE_PREPARATIONS
-from kube.resources import Resource
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import CONTROLLER_USER, cluster_of, writes_by
 from tests.support.metrics import sample
 from tests.support.placement import placing_controller
+from tests.support.pools import ANN, NS, announce, pool_pods, wanted
 from tests.support.wait import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CRD", False)
-NS, ANN = "default", "prep-pool1"
 IMAGES = (("registry.local/a:1", 3), ("registry.local/b:1", 2))
 FAST_FILL = PoolSettings(qps=100, burst=20, interval_s=0.1, status_interval_s=0.2)
 
@@ -41,64 +34,33 @@ def cluster_settings() -> ClusterSettings:
     return cluster_of(2, cpu="8", foreign=0.0)
 
 
-async def _announce(client: KubeClient, images: tuple[tuple[str, int], ...] = IMAGES) -> None:
-    for crd in (image_preparation_crd(), sandbox_claim_crd()):
-        with contextlib.suppress(AlreadyExists):
-            await client.create(CRDS, crd)
-    expires = dt.datetime.now(dt.UTC) + dt.timedelta(hours=1)
-    template = render_pool_template(
-        images[0][0],
-        SandboxClass("tiny"),
-        DaemonDelivery("host-path"),
-        announcement=ANN,
-        namespace=NS,
-        tenant="t1",
-        pool_token="pool-token",
-        expires_at=expires,
-    )
-    body = {
-        "apiVersion": IMAGE_PREPARATIONS.api_version,
-        "kind": IMAGE_PREPARATIONS.kind,
-        "metadata": {"name": ANN},
-        "spec": {
-            "images": [{"image": i, "count": n} for i, n in images],
-            "expiresAt": expires.isoformat(),
-            "sandboxes": True,
-            "class": "tiny",
-            "podTemplate": template,
-        },
-    }
-    await client.create(IMAGE_PREPARATIONS, body, NS)
-
-
-def _wanted(images: tuple[tuple[str, int], ...] = IMAGES) -> set[str]:
-    return {pool_pod_name(ANN, i, s) for i, (_, n) in enumerate(images) for s in range(n)}
-
-
-async def _pool(client: KubeClient) -> dict[str, dict[str, Any]]:
-    listed = await client.list(PODS, NS, label_selector=f"{LABEL_POOL}={ANN}")
-    return {p["metadata"]["name"]: p for p in listed["items"]}
+#: Who the filler writes pool pods as (PoolSettings.identity: its own APF level).
+POOLS_USER = PoolSettings().identity
 
 
 def _pod_creates(cluster: EmbeddedCluster) -> float:
-    return writes_by(cluster, CONTROLLER_USER, resource="pods", verb="create")
+    return writes_by(cluster, POOLS_USER, resource="pods", verb="create")
 
 
 async def test_an_announced_pool_is_filled_pre_placed_and_its_counts_reported(
     cluster: EmbeddedCluster, client: KubeClient
 ) -> None:
-    await _announce(client)
+    await announce(client, IMAGES)
     async with placing_controller(cluster, "a", pools=FAST_FILL) as a:
 
         async def filled() -> bool:
-            pods = await _pool(client)
-            return set(pods) == _wanted() and all(p["spec"].get("nodeName") for p in pods.values())
+            pods = await pool_pods(client)
+            return set(pods) == wanted(IMAGES) and all(
+                p["spec"].get("nodeName") for p in pods.values()
+            )
 
         await wait_until_async(filled, timeout_s=20)
-        pods = await _pool(client)
+        pods = await pool_pods(client)
         images = {p["spec"]["containers"][0]["image"] for p in pods.values()}
         assert images == {i for i, _ in IMAGES}
-        assert _pod_creates(cluster) == len(_wanted())  # one write per pod: no binds
+        assert _pod_creates(cluster) == len(wanted(IMAGES))  # one write per pod: no binds
+        # ...all sent as the pools identity, none as the controller itself.
+        assert writes_by(cluster, CONTROLLER_USER, resource="pods", verb="create") == 0
         assert writes_by(cluster, CONTROLLER_USER, resource="pods", subresource="binding") == 0
 
         async def reported() -> Any:
@@ -118,36 +80,36 @@ async def test_a_restart_mid_fill_does_not_double_the_pool(
     cluster: EmbeddedCluster, client: KubeClient
 ) -> None:
     images = (("registry.local/a:1", 12),)
-    await _announce(client, images)
+    await announce(client, images)
     slow = dataclasses.replace(FAST_FILL, qps=4, burst=1, batch=2)
     async with placing_controller(cluster, "a", pools=slow) as a:
         await wait_until_async(lambda: _some(client, 3), timeout_s=20)
         a.stop()
-    partial = len(await _pool(client))
+    partial = len(await pool_pods(client))
     assert 0 < partial < 12
     async with placing_controller(cluster, "b", pools=FAST_FILL):
 
         async def filled() -> bool:
-            return set(await _pool(client)) == _wanted(images)
+            return set(await pool_pods(client)) == wanted(images)
 
         await wait_until_async(filled, timeout_s=30)
-    assert set(await _pool(client)) == _wanted(images)  # twelve pods, one per slot
+    assert set(await pool_pods(client)) == wanted(images)  # twelve pods, one per slot
     # At most the slots in flight at the restart were sent twice (AlreadyExists: success).
     assert _pod_creates(cluster) <= 12 + slow.batch
 
 
 async def _some(client: KubeClient, n: int) -> bool:
-    return len(await _pool(client)) >= n
+    return len(await pool_pods(client)) >= n
 
 
 async def test_the_end_of_an_announcement_deletes_its_unclaimed_pods_only(
     cluster: EmbeddedCluster, client: KubeClient
 ) -> None:
-    await _announce(client)
+    await announce(client, IMAGES)
     async with placing_controller(cluster, "a", pools=FAST_FILL) as a:
 
         async def filled() -> bool:
-            return set(await _pool(client)) == _wanted()
+            return set(await pool_pods(client)) == wanted(IMAGES)
 
         await wait_until_async(filled, timeout_s=20)
         kept = pool_pod_name(ANN, 0, 0)
@@ -164,7 +126,7 @@ async def test_the_end_of_an_announcement_deletes_its_unclaimed_pods_only(
         await client.delete(IMAGE_PREPARATIONS, ANN, NS)
 
         async def only_the_claimed_one_left() -> bool:
-            left = await _pool(client)
+            left = await pool_pods(client)
             return set(left) == {kept} and not left[kept]["metadata"].get("deletionTimestamp")
 
         await wait_until_async(only_the_claimed_one_left, timeout_s=20)
@@ -173,12 +135,12 @@ async def test_the_end_of_an_announcement_deletes_its_unclaimed_pods_only(
 async def test_a_failed_pod_and_one_on_a_cordoned_node_are_replaced_while_unclaimed(
     cluster: EmbeddedCluster, client: KubeClient
 ) -> None:
-    await _announce(client)
+    await announce(client, IMAGES)
     async with placing_controller(cluster, "a", pools=FAST_FILL):
 
         async def filled() -> dict[str, dict[str, Any]] | None:
-            pods = await _pool(client)
-            return pods if set(pods) == _wanted() else None
+            pods = await pool_pods(client)
+            return pods if set(pods) == wanted(IMAGES) else None
 
         pods = await wait_until_async(filled, timeout_s=20)
         failed = pool_pod_name(ANN, 1, 0)
@@ -191,7 +153,7 @@ async def test_a_failed_pod_and_one_on_a_cordoned_node_are_replaced_while_unclai
         )
 
         async def replaced() -> bool:
-            now = await _pool(client)
+            now = await pool_pods(client)
             return failed in now and now[failed]["metadata"]["uid"] != uid
 
         await wait_until_async(replaced, timeout_s=20)
@@ -200,8 +162,8 @@ async def test_a_failed_pod_and_one_on_a_cordoned_node_are_replaced_while_unclai
         await client.patch(NODES, victim, {"spec": {"unschedulable": True}})
 
         async def moved() -> bool:
-            now = await _pool(client)
-            return set(now) == _wanted() and all(
+            now = await pool_pods(client)
+            return set(now) == wanted(IMAGES) and all(
                 p["spec"]["nodeName"] != victim and not p["metadata"].get("deletionTimestamp")
                 for p in now.values()
             )

@@ -25,12 +25,12 @@ from kube.resources import Resource
 from simcluster.apiserver import ServerSettings
 from simcluster.cluster import ClusterSettings, NodeSettings
 from simcluster.embedded import EmbeddedCluster
-from tests.controller.test_pools import _announce, _pool
 from tests.support.kube import FAST
 from tests.support.manifests import ROOT
 from tests.support.metrics import sample
 from tests.support.placement import placing_controller
 from tests.support.pods import pod
+from tests.support.pools import announce, pool_pods
 from tests.support.wait import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
@@ -105,7 +105,7 @@ async def test_filling_a_pool_does_not_raise_the_facade_levels_429s(
     images = (("registry.local/a:1", SLOTS),)
     pools = dataclasses.replace(PUSH, identity=identity)
     async with placing_controller(cluster, "a", pools=pools) as a:
-        await _announce(client, images)
+        await announce(client, images)
         registry = a.metrics.registry
         # The fill is under way, and pushing past its level: then the facade creates.
         await wait_until_async(lambda: _throttled(registry) > 0 or _created(registry) > 20)
@@ -114,10 +114,10 @@ async def test_filling_a_pool_does_not_raise_the_facade_levels_429s(
             assert facade_429s == 0
             assert _throttled(registry) > 0  # the pools level pushed back, on the pools only
             # ...and the fill goes on within its level.
-            before = len(await _pool(client))
+            before = len(await pool_pods(client))
 
             async def more() -> bool:
-                return len(await _pool(client)) >= before + 10
+                return len(await pool_pods(client)) >= before + 10
 
             await wait_until_async(more, timeout_s=30)
         else:
