@@ -17,10 +17,10 @@ from kube.pool_contract import LABEL_POOL, SANDBOX_CLAIMS, pool_pod_name
 from kube.preparation_contract import IMAGE_PREPARATIONS
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
-from tests.support.announced import ANN, NS, announce, pool_pods, wanted
 from tests.support.controller import CONTROLLER_USER, cluster_of, writes_by
 from tests.support.metrics import sample
 from tests.support.placement import placing_controller
+from tests.support.pools import ANN, NS, announce, pool_pods, wanted
 from tests.support.wait import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(150)]

@@ -25,12 +25,12 @@ from kube.resources import Resource
 from simcluster.apiserver import ServerSettings
 from simcluster.cluster import ClusterSettings, NodeSettings
 from simcluster.embedded import EmbeddedCluster
-from tests.support.announced import announce, pool_pods
 from tests.support.kube import FAST
 from tests.support.manifests import ROOT
 from tests.support.metrics import sample
 from tests.support.placement import placing_controller
 from tests.support.pods import pod
+from tests.support.pools import announce, pool_pods
 from tests.support.wait import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
