@@ -52,7 +52,7 @@ async def _steps(client: SandboxClient, workdir: str) -> None:
 
 
 async def run_demo(keep_workdir: bool = False) -> int:
-    token = secrets.token_urlsafe(24)
+    token = secrets.token_hex(24)  # never starts with "-" (devstack/stack.py)
     workdir = tempfile.mkdtemp(prefix="sandman-demo-")
     print(f"sandman-dev demo: starting a sandbox daemon in {workdir}", flush=True)
     daemon = start_local_daemon(workdir, token=token)

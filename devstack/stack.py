@@ -121,8 +121,10 @@ class Stack(StartStop):
     ) -> None:
         self.settings = settings
         self.say = progress or (lambda _m: None)
+        # Hex, not urlsafe base64: a token that starts with "-" reads as a flag to a command
+        # line given `--token TOKEN` (1 in 64 did: the CLI and fault-trainer tests were flaky).
         self.tokens = {
-            name: settings.tenant_tokens.get(name) or secrets.token_urlsafe(24)
+            name: settings.tenant_tokens.get(name) or secrets.token_hex(24)
             for name in settings.tenants
         }
         self.token = self.tokens[settings.tenants[0]]

@@ -124,7 +124,7 @@ async def _batch_ready(http: aiohttp.ClientSession, n: int, owner: str) -> float
 
 
 async def run(rounds: int, batch: int) -> tuple[dict[str, list[float]], dict[str, int]]:
-    token = secrets.token_urlsafe(16)
+    token = secrets.token_hex(16)  # never starts with "-" (devstack/stack.py)
     node = NodeSettings(cpu="16", memory="64Gi", max_pods=110, preloaded_images=(IMAGE,))
     results: dict[str, list[float]] = {"pooled": [], "cold": []}
     claims: dict[str, int] = {}

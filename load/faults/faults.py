@@ -204,7 +204,7 @@ async def _trainer_dies(ctx: FaultContext) -> None:
     proc = await stack.spawn(
         "dying-trainer",
         [
-            "-m", "load.faults.trainer", "--url", stack.url, "--token", stack.token,
+            "-m", "load.faults.trainer", "--url", stack.url, f"--token={stack.token}",
             "--owner", owner, "--count", str(s.dying_trainer_sandboxes),
             "--lease-s", str(s.dying_trainer_lease_s), "--image", s.image,
             "--ids-file", str(ids_file),

@@ -181,7 +181,7 @@ def test_blocking_twin_and_timeout(stack: Stack, owner: str) -> None:
 
 
 def test_cli_prepare(stack: Stack, owner: str, capsys: pytest.CaptureFixture[str]) -> None:
-    conn = ["--url", stack.url, "--token", stack.token]
+    conn = ["--url", stack.url, f"--token={stack.token}"]
     image = f"registry.example/prep/{owner}-cli:1"
     argv = ["prepare", *conn, f"{image}=3", "--wait", "1", "--timeout-s", "60"]
     assert cli_main(argv) == 0
@@ -202,7 +202,7 @@ async def test_cli_prepare_sandboxes(
     """``sandman prepare --sandboxes --class``: the pool line, then the owner's release
     deletes the pool (waited for: its sandboxes are processes the leak check counts)."""
     monkeypatch.setenv("SANDMAN_OWNER", owner)  # the CLI's owner: the announcement's label
-    conn = ["--url", stack.url, "--token", stack.token]
+    conn = ["--url", stack.url, f"--token={stack.token}"]
     argv = ["prepare", *conn, f"registry.example/pool/{owner}-cli:1=2", "--sandboxes",
             "--class", "tiny"]  # fmt: skip
     assert await asyncio.to_thread(cli_main, argv) == 0

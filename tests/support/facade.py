@@ -93,7 +93,7 @@ async def live_facade(
     async with await KubeClient.connect(FAST, kubeconfig=str(kubeconfig)) as client:
         await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
         await install_claims_crd(client)  # the facade watches SandboxClaims (pools)
-    token = secrets.token_urlsafe(16)
+    token = secrets.token_hex(16)  # never starts with "-" (devstack/stack.py)
     path = write_config(workdir / "facade.yaml", token, classes=classes, python=python, **tenant)
     config = load_config(path)
     facade = Facade(replace(settings, kubeconfig=str(kubeconfig)), config)
