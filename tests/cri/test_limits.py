@@ -26,7 +26,7 @@ from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from simcluster.kubelet.cri_runtime import CriRuntime
 from simcluster.kubelet.settings import NodeSettings
-from tests.support.cri import TOKEN, CriHost, daemon_pod, list_containers
+from tests.support.cri import TOKEN, CriHost, daemon_pod, list_containers, ready_pod
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.bundle, pytest.mark.timeout(300)]
@@ -44,16 +44,6 @@ def cluster(cri_host: CriHost, tmp_path: Path) -> Iterator[EmbeddedCluster]:
         yield c
 
 
-def _ready(v1: client.CoreV1Api, name: str) -> client.V1Pod:
-    def ready() -> client.V1Pod:
-        pod = v1.read_namespaced_pod(name, "t")
-        conditions = {c.type: c.status for c in pod.status.conditions or []}
-        assert conditions.get("Ready") == "True", pod.status
-        return pod
-
-    return wait_until(ready, timeout_s=60, interval_s=0.1)
-
-
 @pytest.mark.anyio
 async def test_a_fork_bomb_stops_at_the_pod_pids_limit_and_the_node_stays_usable(
     cri_host: CriHost, cluster: EmbeddedCluster, bundle_dir: Path
@@ -67,7 +57,7 @@ async def test_a_fork_bomb_stops_at_the_pod_pids_limit_and_the_node_stays_usable
         v1.create_namespace({"metadata": {"name": "t"}})
         for name in ("bomb", "bystander"):
             v1.create_namespaced_pod("t", daemon_pod(name, image, bundle_dir))
-        bomb, bystander = _ready(v1, "bomb"), _ready(v1, "bystander")
+        bomb, bystander = ready_pod(v1, "bomb"), ready_pod(v1, "bystander")
         uid = bomb.metadata.uid
         assert (runtime.cgroups.pod_dir(uid) / "pids.max").read_text().strip() == str(LIMIT)
         url = f"http://{bomb.status.pod_ip}:{layout.DAEMON_PORT}"
@@ -97,7 +87,7 @@ async def test_a_disk_filler_is_evicted_and_the_node_stays_usable(
         v1 = client.CoreV1Api(ac)
         v1.create_namespace({"metadata": {"name": "t"}})
         v1.create_namespaced_pod("t", filler)
-        pod = _ready(v1, "filler")
+        pod = ready_pod(v1, "filler")
         url = f"http://{pod.status.pod_ip}:{layout.DAEMON_PORT}"
         async with SandboxClient(url, TOKEN) as sandbox:
             small = await sandbox.exec(
@@ -118,7 +108,7 @@ async def test_a_disk_filler_is_evicted_and_the_node_stays_usable(
         )
         assert not list_containers(cri_host.socket)  # stopped and removed: its layer is freed
         v1.create_namespaced_pod("t", daemon_pod("next", image, bundle_dir))
-        after = _ready(v1, "next")
+        after = ready_pod(v1, "next")
         async with SandboxClient(f"http://{after.status.pod_ip}:{layout.DAEMON_PORT}", TOKEN) as s:
             ran = await s.exec(command="echo usable > /note && cat /note", timeout_s=20)
         assert (ran.exit_code, ran.stdout.data) == (0, "usable\n"), ran

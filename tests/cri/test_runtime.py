@@ -25,7 +25,7 @@ from simcluster.embedded import EmbeddedCluster
 from simcluster.errors import SimclusterError
 from simcluster.kubelet.cri_runtime import CriRuntime
 from simcluster.profile import load_profile
-from tests.support.cri import TOKEN, CriHost, daemon_pod, list_containers
+from tests.support.cri import TOKEN, CriHost, daemon_pod, list_containers, ready_pod
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.bundle, pytest.mark.timeout(300)]
@@ -43,16 +43,6 @@ def two_nodes(cri_host: CriHost, tmp_path: Path) -> Iterator[EmbeddedCluster]:
     settings = ClusterSettings(nodes=2, runtime="cri", cri_socket=cri_host.socket)
     with EmbeddedCluster(settings, workdir=tmp_path) as c:
         yield c
-
-
-def _ready(v1: client.CoreV1Api, name: str) -> client.V1Pod:
-    def ready() -> client.V1Pod:
-        pod = v1.read_namespaced_pod(name, "t")
-        conditions = {c.type: c.status for c in pod.status.conditions or []}
-        assert conditions.get("Ready") == "True", pod.status
-        return pod
-
-    return wait_until(ready, timeout_s=60, interval_s=0.1)
 
 
 def _set_image(socket: str, image: str, *, present: bool) -> None:
@@ -78,7 +68,7 @@ async def test_daemon_runs_from_the_busybox_image_with_the_bundle_read_only(
         v1.create_namespace({"metadata": {"name": "t"}})
         _set_image(cri_host.socket, cri_host.task_image.reference, present=False)
         v1.create_namespaced_pod("t", daemon_pod("one", cri_host.task_image.reference, bundle_dir))
-        ip = _ready(v1, "one").status.pod_ip
+        ip = ready_pod(v1, "one").status.pod_ip
         assert ip.startswith("127.") and not ip.startswith("127.0.0.")
         url = f"http://{ip}:{layout.DAEMON_PORT}"
         async with SandboxClient(url, TOKEN) as sandbox:
@@ -206,7 +196,7 @@ async def test_two_nodes_share_containerd_and_limits_are_in_effect(
                 "requests": {"cpu": "250m", "memory": "96Mi"},
             }
             v1.create_namespaced_pod("t", body)
-        ips = {node: _ready(v1, f"on-{node}").status.pod_ip for node in ("node-0", "node-1")}
+        ips = {node: ready_pod(v1, f"on-{node}").status.pod_ip for node in ("node-0", "node-1")}
         assert len(set(ips.values())) == 2 and all(ip.startswith("127.") for ip in ips.values())
         for node, ip in ips.items():
             async with SandboxClient(f"http://{ip}:{layout.DAEMON_PORT}", TOKEN) as sandbox:

@@ -12,29 +12,25 @@ template, from which a slot's pod is a valid Pod the API server stores; ``GET
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from devstack.crds import image_preparation_crd
 from facade.app import FacadeSettings
 from kube import PODS, KubeClient
 from kube.contract import ANNOTATION_EXPIRES_AT, LABEL_CLASS, LABEL_TENANT
-from kube.errors import AlreadyExists
 from kube.pool_contract import LABEL_POOL, pool_pod, pool_pod_name
 from kube.preparation_contract import IMAGE_PREPARATIONS
-from kube.resources import Resource
 from kube.times import parse_time
 from simcluster.embedded import EmbeddedCluster
 from tests.support.facade import NAMESPACE, LiveFacade, live_facade
 from tests.support.kube import FAST
+from tests.support.pools import install_preparation_crd
 from tests.support.wait import wait_until_async
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CRD", False)
 
 
 @pytest.fixture
@@ -42,8 +38,7 @@ async def pooled(
     cluster: EmbeddedCluster, facade_settings: FacadeSettings, tmp_path: Path
 ) -> AsyncIterator[LiveFacade]:
     async with await KubeClient.connect(FAST, kubeconfig=str(cluster.kubeconfig)) as client:
-        with contextlib.suppress(AlreadyExists):
-            await client.create(CRDS, image_preparation_crd())
+        await install_preparation_crd(client)
     async with live_facade(
         cluster.kubeconfig,
         facade_settings,

@@ -9,25 +9,21 @@ not refused by the cap; releasing the owner deletes its announcements and no oth
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from devstack.crds import image_preparation_crd
 from facade.app import FacadeSettings
 from kube import KubeClient
-from kube.errors import AlreadyExists
 from kube.preparation_contract import IMAGE_PREPARATIONS
-from kube.resources import Resource
 from simcluster.embedded import EmbeddedCluster
 from tests.support.facade import NAMESPACE, LiveFacade, live_facade
 from tests.support.kube import FAST
+from tests.support.pools import install_preparation_crd
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CRD", False)
 
 
 @pytest.fixture
@@ -35,8 +31,7 @@ async def capped(
     cluster: EmbeddedCluster, facade_settings: FacadeSettings, tmp_path: Path
 ) -> AsyncIterator[LiveFacade]:
     async with await KubeClient.connect(FAST, kubeconfig=str(cluster.kubeconfig)) as client:
-        with contextlib.suppress(AlreadyExists):
-            await client.create(CRDS, image_preparation_crd())
+        await install_preparation_crd(client)
     async with live_facade(
         cluster.kubeconfig,
         facade_settings,

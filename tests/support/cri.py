@@ -18,14 +18,16 @@ from pathlib import Path
 import grpc
 import pytest
 from cri_api.v1 import api_pb2, api_pb2_grpc
+from kubernetes import client
 
 from daemon.sandbox import layout
 from devstack.containerd import ContainerdError, ContainerdHost, missing_tools
 from devstack.ociimage import ImageSpec, PushedImage, build_and_push
 from tests.support.leaks import FIXTURE_PIDS
 from tests.support.prerequisites import missing
+from tests.support.wait import wait_until
 
-__all__ = ["TOKEN", "CriHost", "daemon_pod", "list_containers", "start_cri_host"]
+__all__ = ["TOKEN", "CriHost", "daemon_pod", "list_containers", "ready_pod", "start_cri_host"]
 
 SLEEP = ("/bin/busybox", "sleep", "2147483647")
 #: The daemon token of the pods daemon_pod renders.
@@ -106,3 +108,15 @@ def list_containers(socket: str) -> list[str]:
         stub = api_pb2_grpc.RuntimeServiceStub(channel)
         listed = stub.ListContainers(api_pb2.ListContainersRequest(), timeout=10)
     return [c.id for c in listed.containers]
+
+
+def ready_pod(v1: client.CoreV1Api, name: str, namespace: str = "t") -> client.V1Pod:
+    """Pod ``name`` once it is Ready (its daemon answered the kubelet's probe)."""
+
+    def ready() -> client.V1Pod:
+        pod = v1.read_namespaced_pod(name, namespace)
+        conditions = {c.type: c.status for c in pod.status.conditions or []}
+        assert conditions.get("Ready") == "True", pod.status
+        return pod
+
+    return wait_until(ready, timeout_s=60, interval_s=0.1)

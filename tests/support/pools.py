@@ -29,13 +29,19 @@ from kube.preparation_contract import IMAGE_PREPARATIONS
 from kube.resources import Resource
 
 __all__ = [
-    "ANN", "CRDS", "NS", "Images", "announce", "install_claims_crd", "make_pool", "pool_pods",
-    "wanted",
+    "ANN", "CRDS", "NS", "Images", "announce", "install_claims_crd", "install_preparation_crd",
+    "make_pool", "pool_pods", "wanted",
 ]  # fmt: skip
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CRD", False)
 NS, ANN = "default", "prep-pool1"
 Images = tuple[tuple[str, int], ...]
+
+
+async def install_preparation_crd(client: KubeClient) -> None:
+    """The ImagePreparation CRD from manifests/crds (once per cluster)."""
+    with contextlib.suppress(AlreadyExists):
+        await client.create(CRDS, image_preparation_crd())
 
 
 async def install_claims_crd(client: KubeClient) -> None:
