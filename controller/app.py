@@ -221,7 +221,9 @@ class Controller:
             self.placement = PlacementService(self.view, s.placement, verifier=verifier)
             self.placement.attach()
             if s.claims is not None:
-                self.claims = ClaimService(client, self.view, s.claims, verifier=verifier)
+                self.claims = ClaimService(
+                    client, self.view, s.claims, verifier=verifier, registry=self.metrics.registry
+                )
                 self.claims.attach()
             if s.pools is not None:
                 self.pools = PoolFiller(

@@ -28,6 +28,7 @@ landed. As a last line, a pool daemon takes one claim only (daemon/sandbox/claim
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import itertools
 import logging
 import random
@@ -38,6 +39,7 @@ from typing import Any
 
 import msgspec
 from aiohttp import web
+from prometheus_client import CollectorRegistry, Histogram
 
 from controller.claim_book import ClaimBook
 from controller.placement import refusal
@@ -57,6 +59,7 @@ from kube.pool_contract import (
     ClaimSpec,
     ClaimsRequest,
 )
+from kube.times import parse_time
 from sandman.base.backoff import Backoff
 from sandman.base.settings import fixed, setting
 
@@ -105,6 +108,7 @@ class ClaimService:
         *,
         verifier: CallerVerifier | None = None,
         clock: Callable[[], float] = time.monotonic,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         # Its own bucket and one attempt: a claim is one write per batch and must not queue
         # behind a burst of binds (a POST is never repeated after an unknown outcome).
@@ -134,6 +138,14 @@ class ClaimService:
         #: refused (not serving), failed (the write failed), unauthorized (the caller check).
         self.counts = dict.fromkeys(
             ("hit", "partial", "miss", "replayed", "refused", "failed", "unauthorized"), 0
+        )
+        #: From a pool pod's creation to the claim that handed it out: how far ahead of
+        #: their step announcements fill (a pool that waits hours costs capacity for hours).
+        self.time_in_pool = Histogram(
+            "sandman_pool_time_in_pool_seconds",
+            "Seconds from a pool pod's creation to its claim",
+            buckets=(1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 21600),
+            registry=registry if registry is not None else CollectorRegistry(),
         )
 
     def attach(self) -> None:
@@ -245,9 +257,18 @@ class ClaimService:
             log.warning("claim %s/%s not written: %s", ns, body.claim, e)
             return ClaimsAnswer(pods=[])
         self.book.settle(ns, body.claim, pods, written=True)
+        self._observe_time_in_pool(ns, pods)
         self._digests[f"{ns}/{body.claim}"] = body.request_digest
         self.counts["hit" if len(pods) == body.count else "partial"] += 1
         return ClaimsAnswer(pods=pods)
+
+    def _observe_time_in_pool(self, namespace: str, pods: list[str]) -> None:
+        now = dt.datetime.now(dt.UTC)
+        for name in pods:
+            pod = self.view.bound.cache.get(f"{namespace}/{name}")
+            created = parse_time(((pod or {}).get("metadata") or {}).get("creationTimestamp"))
+            if created is not None:
+                self.time_in_pool.observe(max(0.0, (now - created).total_seconds()))
 
     def _replay(self, key: str, body: ClaimsRequest, pods: list[str]) -> ClaimsAnswer:
         if self._digests.get(key, "") != body.request_digest:

@@ -27,6 +27,7 @@ from scheduler import Scheduler
 from simcluster.cluster import ClusterSettings
 from simcluster.embedded import EmbeddedCluster
 from tests.support.controller import CONTROLLER_USER, cluster_of, writes_by
+from tests.support.metrics import sample
 from tests.support.placement import placing_controller
 from tests.support.pods import pod
 from tests.support.wait import wait_until_async
@@ -110,6 +111,10 @@ async def test_a_batch_is_claimed_with_one_write_and_a_retry_gets_the_same_pods(
         assert _claim_writes(cluster) == 2
         assert a.claims is not None
         assert (a.claims.counts["hit"], a.claims.counts["partial"]) == (1, 1)
+        # Each of the 5 handed-out pods' time in the pool, observed once.
+        registry = a.metrics.registry
+        assert sample(registry, "sandman_pool_time_in_pool_seconds_count") == 5
+        assert 0 < sample(registry, "sandman_pool_time_in_pool_seconds_sum") < 5 * 60
         assert a.claims.counts["miss"] == 1
 
 
