@@ -139,8 +139,12 @@ async def test_a_failed_pod_and_one_on_a_cordoned_node_are_replaced_while_unclai
     async with placing_controller(cluster, "a", pools=FAST_FILL):
 
         async def filled() -> dict[str, dict[str, Any]] | None:
+            # Ready, not only created: the kubelet's last status write for a started pod is
+            # its Ready condition, and one landing after the patch below put the pod back to
+            # Running (1 run in 5 on a loaded machine), so the filler never saw it fail.
             pods = await pool_pods(client)
-            return pods if set(pods) == wanted(IMAGES) else None
+            every = set(pods) == wanted(IMAGES) and all(map(_ready, pods.values()))
+            return pods if every else None
 
         pods = await wait_until_async(filled, timeout_s=20)
         failed = pool_pod_name(ANN, 1, 0)
@@ -170,3 +174,8 @@ async def test_a_failed_pod_and_one_on_a_cordoned_node_are_replaced_while_unclai
             )
 
         await wait_until_async(moved, timeout_s=45)
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
