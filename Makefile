@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-APT_PACKAGES := bubblewrap busybox-static binutils containerd runc docker-registry
+APT_PACKAGES := bubblewrap busybox-static binutils containerd runc docker-registry gcc libc6-dev
 BUNDLE_DIR := build/daemon-bundle
 
 .PHONY: demo test lint typecheck imports generate pytest system-deps venv bundle images bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst bench-faults bench-soak bench-cri simcluster clean
