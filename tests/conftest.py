@@ -6,6 +6,9 @@ long-running processes:
 - asyncio tasks still pending when an async test ends (a background task nobody awaited);
 - child processes (or zombies) of the test process that outlive the test.
 
+Every test has a budget (pytest-timeout's, 60 s unless marked) that ends it cleanly, and a
+watchdog behind it that ends a stuck worker loudly (tests/support/deadlines.py).
+
 The daemon bundle is a session fixture here because two packages need it (tests/daemon runs
 it in a bubblewrap rootfs, tests/cri in containerd) and its build takes 15-40 s: once.
 """
@@ -25,6 +28,14 @@ from hypothesis import settings as hypothesis_settings
 
 from daemon.sandbox import bundle
 from devstack.rootfs import RootfsError, find_busybox_static, find_bwrap
+from tests.support.deadlines import (  # noqa: F401 (hooks, found by name)
+    pytest_addoption,
+    pytest_configure,
+    pytest_pyfunc_call,
+    pytest_runtest_makereport,
+    pytest_runtest_protocol,
+    pytest_unconfigure,
+)
 from tests.support.leaks import FIXTURE_PIDS
 from tests.support.wait import WaitTimeout, wait_until, wait_until_async
 
