@@ -213,7 +213,8 @@ class Preparer:
                 self._dirty.clear()
                 await self.step()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._dirty.wait(), self.settings.resync_s)
+                    async with asyncio.timeout(self.settings.resync_s):
+                        await self._dirty.wait()
                 await asyncio.sleep(self.settings.decide_interval_s)
         finally:
             self.leading = False

@@ -226,7 +226,8 @@ class PoolFiller:
                     # must not end the leadership of the binder and placements beside it.
                     log.exception("a pool fill decision failed; the next one retries")
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._dirty.wait(), self.settings.interval_s * 10)
+                    async with asyncio.timeout(self.settings.interval_s * 10):
+                        await self._dirty.wait()
                 await asyncio.sleep(self.settings.interval_s)
         finally:
             self.leading = False

@@ -82,7 +82,8 @@ async def _kubectl(kubeconfig: Path, timeout_s: float, *args: str) -> str:
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            out, err = await process.communicate()
     except TimeoutError:
         process.kill()
         await process.wait()

@@ -489,7 +489,8 @@ class Stack(StartStop):
         # A process stopped with SIGSTOP (a fault test) holds SIGTERM until it is continued.
         process.send_signal(signal.SIGCONT)
         try:
-            await asyncio.wait_for(process.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await process.wait()
         except TimeoutError:
             process.kill()
             await process.wait()

@@ -65,7 +65,8 @@ async def run_up(settings: StackSettings, status_every_s: float = 10.0) -> int:
         _say("Ctrl-C stops everything")
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=status_every_s)
+                async with asyncio.timeout(status_every_s):
+                    await stop.wait()
             if not stop.is_set():
                 _say(await status_line(stack))
     finally:

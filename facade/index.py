@@ -269,7 +269,8 @@ class SandboxIndex:
             event = asyncio.Event()
             self._waiters.setdefault(key, []).append(event)
             try:
-                await asyncio.wait_for(event.wait(), remaining)
+                async with asyncio.timeout(remaining):
+                    await event.wait()
             except TimeoutError:
                 pass
             finally:

@@ -170,7 +170,8 @@ class LightClient(Verbs):
         finally:
             writer.close()
             with contextlib.suppress(OSError, ssl_module.SSLError):
-                await asyncio.wait_for(writer.wait_closed(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await writer.wait_closed()
 
     async def _open(self, target: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         c, timeouts = self.credentials, self.settings.timeouts

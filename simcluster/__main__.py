@@ -78,7 +78,8 @@ async def _up(args: argparse.Namespace) -> int:
         _say(f"export KUBECONFIG={cluster.kubeconfig}   # Ctrl-C stops the cluster")
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=args.status_every)
+                async with asyncio.timeout(args.status_every):
+                    await stop.wait()
             if not stop.is_set():
                 _say(await _status_line(cluster))
     finally:

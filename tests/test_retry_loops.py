@@ -152,7 +152,8 @@ async def test_sdk_batch_loop_raises_a_retry_after_longer_than_the_policy_accept
         client = sdk_client(url)
         try:
             with pytest.raises(QuotaExceeded) as refused:
-                await asyncio.wait_for(client.create_many(1, "img", wait=False), 10)
+                async with asyncio.timeout(10):
+                    await client.create_many(1, "img", wait=False)
         finally:
             await client.aclose()
     assert refused.value.retry_after_s == 3600
@@ -242,7 +243,8 @@ async def test_informer_relist_and_rewatch_wait_the_helpers_delay(tmp_path: Path
         informer._rng = random.Random(SEED)
         task = asyncio.create_task(informer.run())
         try:
-            await asyncio.wait_for(informer.wait_synced(), 10)
+            async with asyncio.timeout(10):
+                await informer.wait_synced()
             while len(arrivals.times.get("WATCH", [])) < 2:  # noqa: ASYNC110 - server-side log
                 await asyncio.sleep(0.02)
         finally:

@@ -155,7 +155,8 @@ class NodeAgent:
                 self._wake.clear()
                 await self.reconcile()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._sleep_for())
+                    async with asyncio.timeout(self._sleep_for()):
+                        await self._wake.wait()
         finally:
             await self.close()
 

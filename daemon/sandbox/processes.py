@@ -145,7 +145,8 @@ class ProcessManager:
     async def wait(self, proc_id: str, timeout_s: float) -> ProcessInfo:
         proc = self.get(proc_id)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.child.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await proc.child.wait()
         return proc.info()
 
     async def remove(self, proc_id: str) -> ProcessInfo:

@@ -312,7 +312,8 @@ class SessionManager:
             if remaining <= 0:
                 return None
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(_wait_data_or_exit(session), remaining)
+                async with asyncio.timeout(remaining):
+                    await _wait_data_or_exit(session)
 
     async def _interrupt(self, session: _Session, capture: HeadCapture, grace_s: float) -> int:
         """Ctrl-C the foreground command; if it ignores that, KILL its process group."""

@@ -62,7 +62,8 @@ async def controller(
         yield c
     finally:
         c.stop()
-        await asyncio.wait_for(task, 15)
+        async with asyncio.timeout(15):
+            await task
 
 
 def summary(samples: list[float]) -> str:

@@ -68,7 +68,8 @@ async def controller(kubeconfig: str) -> AsyncIterator[Controller]:
         yield c
     finally:
         c.stop()
-        await asyncio.wait_for(task, 20)
+        async with asyncio.timeout(20):
+            await task
 
 
 def _config(workdir: Path, token: str, python: str) -> FacadeConfig:

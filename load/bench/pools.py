@@ -78,7 +78,8 @@ async def controller(kubeconfig: str, level_qps: float) -> AsyncIterator[Control
         yield c
     finally:
         c.stop()
-        await asyncio.wait_for(task, 30)
+        async with asyncio.timeout(30):
+            await task
 
 
 def announcement(name: str, slots: int) -> dict[str, Any]:

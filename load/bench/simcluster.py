@@ -70,7 +70,8 @@ async def server_process(
     assert proc.stdout is not None
     try:
         while True:
-            line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+            async with asyncio.timeout(60):
+                line = (await proc.stdout.readline()).decode()
             if not line:
                 raise RuntimeError("simcluster exited before it was ready")
             if "export KUBECONFIG" in line:
@@ -85,7 +86,8 @@ async def server_process(
     finally:
         proc.send_signal(2)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), 20)
+            async with asyncio.timeout(20):
+                await proc.wait()
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
@@ -209,7 +211,8 @@ async def bench_watch(
         start = time.perf_counter()
         await asyncio.gather(*(writer() for _ in range(concurrency)))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), 60)
+            async with asyncio.timeout(60):
+                await done.wait()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -188,7 +188,8 @@ async def _api_errors(ctx: FaultContext) -> None:
     try:
         while not ctx.burst_done.is_set():
             try:
-                await asyncio.wait_for(ctx.burst_done.wait(), s.drop_watches_every_s)
+                async with asyncio.timeout(s.drop_watches_every_s):
+                    await ctx.burst_done.wait()
             except TimeoutError:
                 await ctx.faults.inject(kind="drop-watches")
                 drops += 1

@@ -136,7 +136,8 @@ async def _run(
         error = ""
         sampling = asyncio.create_task(_sample_until(inject, trainers, series, recorder))
         try:
-            await asyncio.wait_for(inject, 120)
+            async with asyncio.timeout(120):
+                await inject
         except Exception as e:
             error = f"{type(e).__name__}: {e}"
             say(f"{fault.name}: the fault could not complete: {error}")

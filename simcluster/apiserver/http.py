@@ -362,8 +362,11 @@ class ApiServer:
             due = next_bookmark if ws.bookmarks and next_bookmark is not None else deadline
             wait = min(deadline, due) - now
             try:
-                # a busy stream skips wait_for (which costs a task per call)
-                item = q.get_nowait() if not q.empty() else await asyncio.wait_for(q.get(), wait)
+                if not q.empty():  # a busy stream skips the timeout's timer
+                    item = q.get_nowait()
+                else:
+                    async with asyncio.timeout(wait):
+                        item = await q.get()
             except TimeoutError:
                 if ws.bookmarks and next_bookmark is not None and loop.time() >= next_bookmark:
                     await resp.write(self.core.bookmark(ws.rt, ws.watcher))

@@ -210,7 +210,8 @@ class NodePresence:
     async def status_loop(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), timeout=self.settings.status_interval_s)
+                async with asyncio.timeout(self.settings.status_interval_s):
+                    await self._dirty.wait()
             self._dirty.clear()
             await self.post_node_status()
             await asyncio.sleep(1.0)  # coalesce bursts of image pulls into one write

@@ -176,7 +176,8 @@ class ProcessRuntime:
             _signal(proc, signal.SIGTERM)
         for _, proc in procs:
             try:
-                await asyncio.wait_for(proc.wait(), timeout=max(grace_s, 0.1))
+                async with asyncio.timeout(max(grace_s, 0.1)):
+                    await proc.wait()
             except TimeoutError:
                 _signal(proc, signal.SIGKILL)
                 await proc.wait()

@@ -188,4 +188,5 @@ async def test_a_failed_read_of_the_claims_is_retried_not_the_end_of_leadership(
             assert not reading.done()
         finally:
             await client.request("POST", "/admin/faults", body={"kind": "clear"})
-        assert await asyncio.wait_for(reading, 15) == []
+        async with asyncio.timeout(15):
+            assert await reading == []

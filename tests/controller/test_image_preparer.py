@@ -134,7 +134,8 @@ async def running(
     finally:
         controller.stop()
         with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, 10)
+            async with asyncio.timeout(10):
+                await task
 
 
 @pytest.fixture

@@ -144,7 +144,8 @@ async def test_controller_process_end_to_end(cluster: EmbeddedCluster, client: K
         lease = await client.get(LEASES, "sandman-controller", "default")
         assert lease["spec"]["holderIdentity"] == "ctl-a"
         p.proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(p.proc.wait(), 10) == 0
+        async with asyncio.timeout(10):
+            assert await p.proc.wait() == 0
     lease = await client.get(LEASES, "sandman-controller", "default")
     assert lease["spec"]["holderIdentity"] == ""  # released on the way out
 

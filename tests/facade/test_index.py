@@ -168,7 +168,8 @@ async def test_wait_is_resolved_by_the_event_that_makes_it_true(feeds: Any) -> N
     await wait_until_async(waiting_again)
     assert not waiter.done()
     pods.upsert(pod(node="n1", phase="Running", ready=True))
-    assert (await asyncio.wait_for(waiter, 1)).state == "ready"
+    async with asyncio.timeout(1):
+        assert (await waiter).state == "ready"
 
 
 @pytest.mark.anyio
@@ -198,7 +199,8 @@ async def test_wait_for_an_unknown_id_gives_up_after_the_grace_but_sees_late_arr
     late = asyncio.create_task(index.wait("ns", "sb-1", frozenset({"ready"}), 30))
     await wait_until_async(lambda: waiting(index, "sb-1"))
     pods.upsert(pod(node="n1", phase="Running", ready=True))  # another replica's create
-    assert (await asyncio.wait_for(late, 1)).state == "ready"
+    async with asyncio.timeout(1):
+        assert (await late).state == "ready"
 
 
 def test_a_released_sandbox_reads_releasing_before_the_watch_says_so(feeds: Any) -> None:

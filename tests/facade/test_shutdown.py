@@ -64,7 +64,8 @@ async def test_idle_keepalive_connections_are_closed_after_the_stated_timeout(
         assert head.startswith(b"HTTP/1.1 200") and b"keep-alive" not in head.lower()
         await reader.readexactly(len(b"ok\n"))
         idle_since = time.monotonic()
-        assert await asyncio.wait_for(reader.read(), timeout=5) == b""  # closed by the facade
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""  # closed by the facade
         assert time.monotonic() - idle_since >= 0.4  # not at once: after the idle timeout
     finally:
         writer.close()

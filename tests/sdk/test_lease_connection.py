@@ -58,7 +58,8 @@ async def test_a_lease_renewal_does_not_wait_behind_the_clients_long_polls() -> 
             try:
                 await asyncio.sleep(0.2)  # both long-polls hold the pool's two connections
                 assert not any(w.done() for w in waits)
-                status = await asyncio.wait_for(client.renew_lease(60), timeout=5)
+                async with asyncio.timeout(5):
+                    status = await client.renew_lease(60)
                 assert status.duration_s == 60 and renewals == ["o"]
             finally:
                 hold.set()

@@ -102,7 +102,8 @@ async def controller(
             ]
             if collector is not None:
                 tasks.append(tg.create_task(collector.run()))
-            await asyncio.wait_for(view.wait_synced(), 10)
+            async with asyncio.timeout(10):
+                await view.wait_synced()
             try:
                 yield Running(client, view, binder, metrics, collector, replacer)
             finally:

@@ -98,7 +98,8 @@ async def placing_controller(
         yield controller
     finally:
         controller.stop()
-        await asyncio.wait_for(task, 10)
+        async with asyncio.timeout(10):
+            await task
 
 
 def serving(c: Controller) -> bool:
