@@ -52,6 +52,9 @@ STAGES: dict[str, tuple[str, str]] = {
     "requested → ready": ("requested", "ready"),
 }
 MUTATING_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+#: Resources whose create is a question, answered and not stored (no object, no etcd write).
+REVIEWS = frozenset({"tokenreviews", "subjectaccessreviews", "selfsubjectaccessreviews",
+                     "localsubjectaccessreviews", "selfsubjectreviews"})  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -68,6 +71,10 @@ class SandboxTimes:
     deleted: float | None = None
     node: str = ""
     failed: str = ""  # the failure reason, if the pod ended Failed
+    #: Handed out from an announced pool: its pod was created and Ready before the request,
+    #: so ``ready`` is when the request's answer held it (load/burst/announce.py) and the
+    #: pod's own stages (seen, bound, running) belong to the fill, not to this row.
+    claimed: bool = False
 
     def at(self, milestone: str) -> float | None:
         value: float | None = getattr(self, milestone)
@@ -235,13 +242,20 @@ class ApiCounters:
     admission_rejections: float = 0.0  # simcluster_kubelet_admission_rejections_total
     #: priority level -> requests dispatched (apiserver_flowcontrol_dispatched_requests_total)
     dispatched: dict[str, float] = field(default_factory=dict)
+    #: priority level -> 429s (the rejections counter per level)
+    rejected: dict[str, float] = field(default_factory=dict)
 
-    def writes(self, user: str, ok_only: bool = True) -> float:
-        """Mutating requests by ``user`` (only those answered < 400 when ``ok_only``)."""
+    def writes(self, user: str, ok_only: bool = True, stored_only: bool = False) -> float:
+        """Mutating requests by ``user`` (only those answered < 400 when ``ok_only``; with
+        ``stored_only``, not the reviews, which are creates the server answers and never
+        stores)."""
         return sum(
             v
-            for (verb, _, _, u, code), v in self.requests.items()
-            if u == user and verb in MUTATING_VERBS and (not ok_only or int(code) < 400)
+            for (verb, res, _, u, code), v in self.requests.items()
+            if u == user
+            and verb in MUTATING_VERBS
+            and (not ok_only or int(code) < 400)
+            and not (stored_only and res in REVIEWS)
         )
 
     def breakdown(self, user: str) -> dict[str, float]:
@@ -267,6 +281,7 @@ class ApiCounters:
             self.rejected_429 - before.rejected_429,
             self.admission_rejections - before.admission_rejections,
             {k: v - before.dispatched.get(k, 0.0) for k, v in self.dispatched.items()},
+            {k: v - before.rejected.get(k, 0.0) for k, v in self.rejected.items()},
         )
 
 
@@ -293,6 +308,8 @@ def parse_metrics(text: str) -> ApiCounters:
             out.requests[(*key, get("code", ""))] = value
         elif name == "apiserver_flowcontrol_rejected_requests_total":
             out.rejected_429 += value
+            level = labels.get("priority_level", "")
+            out.rejected[level] = out.rejected.get(level, 0.0) + value
         elif name == "apiserver_flowcontrol_dispatched_requests_total":
             level = labels.get("priority_level", "")
             out.dispatched[level] = out.dispatched.get(level, 0.0) + value

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from load.burst.classes import BurstClass
 from load.burst.settings import BurstSettings, Thresholds
 from scheduler import SchedulerSettings
 
@@ -59,6 +60,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-efficiency", type=float, default=th.min_efficiency)
     p.add_argument("--max-writes", type=float, default=th.max_writes_per_sandbox,
                    help="API writes per sandbox")  # fmt: skip
+    p.add_argument("--announce", action="store_true",
+                   help="announce the burst's sandboxes ahead through the SDK (prepare, "
+                   "sandboxes=True), wait until the pool is filled, then burst")  # fmt: skip
+    p.add_argument("--announce-fraction", type=float, default=d.announce_fraction,
+                   metavar="F", help="the share announced (the rest is cold)")  # fmt: skip
+    p.add_argument("--pool-qps", type=float, metavar="PER_S",
+                   help="the pool filler's writes/s (default: the rate of the priority "
+                   "level the pool account lands in, else --controller-qps)")  # fmt: skip
+    p.add_argument("--fill-timeout", type=float, default=d.fill_timeout_s, help="seconds")
+    p.add_argument("--min-fill-budget-used", type=float, default=th.min_fill_budget_used,
+                   help="the fill's share of the pool level's budget (check)")  # fmt: skip
+    p.add_argument("--series", type=int, default=0, metavar="N",
+                   help="N rounds of a cold and an --announce run interleaved (and a cold "
+                   "burst of the remainder's size when --announce-fraction < 1); medians "
+                   "and ratios in <out>/series.md (load/burst/series.py)")  # fmt: skip
     p.add_argument("--out", help="report directory (default build/bench-burst/<time>)")
 
 
@@ -75,7 +91,31 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
     except ClassesError as e:
         say(f"burst benchmark failed: {e}")
         return 2
-    settings = BurstSettings(
+    try:
+        settings = _settings(a, out, classes, command)
+    except ValueError as e:
+        say(f"burst benchmark failed: {e}")
+        return 2
+    if a.series:
+        from load.burst.series import run_series_from
+
+        return run_series_from(settings, a.series)
+    try:
+        result = asyncio.run(run_burst(settings, say))
+    except (StackError, RuntimeError) as e:
+        say(f"burst benchmark failed: {e}")
+        return 2
+    print(write_markdown(result, out / "report.md"))
+    write_csv(result.sandboxes, out / "sandboxes.csv")
+    write_plot(result, out / "timeline.png")
+    say(f"report: {out / 'report.md'}, {out / 'sandboxes.csv'}, {out / 'timeline.png'}")
+    return 0 if result.ok else 1
+
+
+def _settings(
+    a: argparse.Namespace, out: Path, classes: tuple[BurstClass, ...], command: str
+) -> BurstSettings:
+    return BurstSettings(
         out=out,
         classes=classes,
         sandboxes=a.sandboxes,
@@ -98,19 +138,17 @@ def run_from_args(a: argparse.Namespace, command: str) -> int:
             if a.max_starting_per_node
             else ()
         ),
-        thresholds=Thresholds(min_efficiency=a.min_efficiency, max_writes_per_sandbox=a.max_writes),
+        thresholds=Thresholds(
+            min_efficiency=a.min_efficiency,
+            max_writes_per_sandbox=a.max_writes,
+            min_fill_budget_used=a.min_fill_budget_used,
+        ),
         command=command,
+        announce=a.announce,
+        announce_fraction=a.announce_fraction,
+        pool_qps=a.pool_qps,
+        fill_timeout_s=a.fill_timeout,
     )
-    try:
-        result = asyncio.run(run_burst(settings, say))
-    except (StackError, RuntimeError) as e:
-        say(f"burst benchmark failed: {e}")
-        return 2
-    print(write_markdown(result, out / "report.md"))
-    write_csv(result.sandboxes, out / "sandboxes.csv")
-    write_plot(result, out / "timeline.png")
-    say(f"report: {out / 'report.md'}, {out / 'sandboxes.csv'}, {out / 'timeline.png'}")
-    return 0 if result.ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,6 +68,8 @@ FACADE_COUNTERS = {
     "sandman_facade_placement_pods_total": "outcome",
     "sandman_facade_placement_waits_total": "outcome",
     "sandman_facade_placements_ran_out_total": "",
+    "sandman_facade_pool_claims_total": "outcome",
+    "sandman_facade_pool_claimed_sandboxes_total": "",
 }
 
 

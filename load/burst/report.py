@@ -11,9 +11,13 @@ import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from load.burst.analysis import MILESTONES, SandboxTimes, StageStats, count_series
 from load.burst.classes import Placement
+
+if TYPE_CHECKING:  # announce_results renders its section with this module's Check
+    from load.burst.announce_results import AnnounceResult
 
 __all__ = ["BaselineResult", "BurstResult", "Check", "write_csv", "write_markdown", "write_plot"]
 
@@ -70,6 +74,11 @@ class BurstResult:
     dispatched_by_level: dict[str, float] = field(default_factory=dict)
     #: "<counter>{<label>}" -> the facades' own count (load/burst/cluster.py)
     facade_creates: dict[str, float] = field(default_factory=dict)
+    #: --announce: the fill and the claim burst (load/burst/announce_results.py)
+    announce: AnnounceResult | None = None
+    #: Sandman's stored writes from the first request to every sandbox Ready, per sandbox
+    #: (the release's deletes and the reviews not counted)
+    burst_writes_per_sandbox: float = math.nan
 
     @property
     def ready(self) -> int:
@@ -103,6 +112,8 @@ def write_markdown(r: BurstResult, path: Path) -> str:
         f"| **efficiency** (lower bound / actual) | **{_f(r.efficiency)}** |",
         f"| API writes per sandbox lifecycle (Sandman's service account, 2xx) "
         f"| {_f(r.writes_per_sandbox)} |",
+        f"| of which stored before all Ready (first request → all Ready, no reviews) "
+        f"| {_f(r.burst_writes_per_sandbox, 4)} |",
         f"| 429s: flow control (server) / seen by the requester | "
         f"{r.throttled_server:,.0f} / {r.throttled_client:,} |",
         f"| requests given up by the requester | {sum(r.given_up.values()):,} "
@@ -155,6 +166,10 @@ def write_markdown(r: BurstResult, path: Path) -> str:
     if r.dispatched_by_level:
         lines += ["", "Requests dispatched per priority level during the run (all users):", ""]
         lines += [f"- {k}: {v:,.0f}" for k, v in sorted(r.dispatched_by_level.items()) if v]
+    if r.announce is not None:
+        from load.burst.announce_results import announce_markdown
+
+        lines += announce_markdown(r.announce)
     if r.checks:
         lines += ["", "| check | target | value | |", "|---|---|---|---|"]
         lines += [
@@ -184,10 +199,13 @@ def write_csv(sandboxes: list[SandboxTimes], path: Path) -> None:
     """One row per sandbox: the stamps (seconds since the first request), node, failure."""
     with path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["id", *MILESTONES, "deleted", "node", "failed"])
+        w.writerow(["id", *MILESTONES, "deleted", "node", "failed", "claimed"])
         for s in sorted(sandboxes, key=lambda s: (s.requested is None, s.requested or 0, s.id)):
             stamps = [s.at(m) for m in (*MILESTONES, "deleted")]
-            w.writerow([s.id, *("" if t is None else f"{t:.4f}" for t in stamps), s.node, s.failed])
+            w.writerow([
+                s.id, *("" if t is None else f"{t:.4f}" for t in stamps), s.node, s.failed,
+                "1" if s.claimed else "",
+            ])  # fmt: skip
 
 
 def write_plot(r: BurstResult, path: Path) -> None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from load.burst import analysis as an
 from load.burst import apf
+from load.burst.announce import Pool
+from load.burst.announce_results import AnnounceResult, announce_checks, summarize
 from load.burst.baseline import BUCKET_BURST
 from load.burst.classes import Placement
 from load.burst.driver import Driver
@@ -41,10 +43,14 @@ class SandmanPhase:
     killed_at: float | None = None  # when the leader was SIGKILLed (the recorder's clock)
     #: The facades' pod creates by placement and placement answers (cluster.facade_counters).
     facade: dict[str, float] | None = None
+    at_ready: an.ApiCounters | None = None  # the counters once every request was Ready
+    pool: Pool | None = None  # --announce: the pool's watch and fill
 
 
 def describe_mode(s: BurstSettings) -> str:
     fault = "; the manifests' APF objects" if s.apf == "manifests" else ""
+    if s.announce:
+        fault += f"; {s.announce_fraction:.0%} announced ahead (prepare, sandboxes=True)"
     if s.kill_leader_at is not None:
         fault += f"; leader SIGKILLed at {s.kill_leader_at:.0%} bound, a warm standby"
     if s.direct:
@@ -92,8 +98,16 @@ def analyse(
         kubelet_creation_rate=budget.creation_rate,
     )
     bound_s, which = an.lower_bound_s(model)
+    if s.announce:  # the cold bound does not apply to claims (the series compares instead)
+        bound_s, which = math.nan, "cold-burst"
     delta = p.after.minus(p.before)
     writes = delta.writes(budget.user) / s.sandboxes
+    announced = None
+    if p.pool is not None and p.at_ready is not None:
+        announced = _announced(s, budget, p, p.at_ready)
+        fill = p.pool.fill.after.minus(p.pool.fill.before)
+        lifetime = delta.writes(budget.user) + delta.writes(budget.pool_user)
+        writes = (lifetime + _sandman_writes(fill, budget)) / s.sandboxes
     result = BurstResult(
         title=f"Burst: {s.sandboxes:,} sandboxes within {s.window_s:g} s on {s.profile}"
         + (f" ({budget.nodes} nodes)" if s.nodes else ""),
@@ -123,6 +137,12 @@ def analyse(
         placement=p.placement,
         dispatched_by_level=delta.dispatched,
         facade_creates=p.facade or {},
+        announce=announced,
+        burst_writes_per_sandbox=(
+            _sandman_writes(p.at_ready.minus(p.before), budget, stored_only=True) / s.sandboxes
+            if p.at_ready is not None
+            else math.nan
+        ),
     )
     if p.killed_at is not None:
         bound = [r.bound for r in rows]
@@ -131,7 +151,54 @@ def analyse(
         result.leader_killed_at_s = p.killed_at
         result.longest_stall_s = an.longest_stall_s(bound, p.killed_at, last)
     result.checks = _checks(s, result)
+    if announced is not None:
+        announced.checks = announce_checks(s.thresholds, announced)
+        result.checks += announced.checks
     return result
+
+
+def _sandman_writes(d: an.ApiCounters, b: ProfileBudget, stored_only: bool = False) -> float:
+    """Sandman's writes: its processes' account and the pool filler's (``stored_only``:
+    without the reviews, analysis.REVIEWS)."""
+    return d.writes(b.user, stored_only=stored_only) + d.writes(
+        b.pool_user, stored_only=stored_only
+    )
+
+
+def _announced(
+    s: BurstSettings, b: ProfileBudget, p: SandmanPhase, at_ready: an.ApiCounters
+) -> AnnounceResult:
+    assert p.pool is not None
+    fill, pods = p.pool.fill, list(p.pool.recorder.sandboxes.values())
+    burst = at_ready.minus(p.before)
+    fill_delta = fill.after.minus(fill.before)
+    breakdown = burst.breakdown(b.user)
+    for k, v in burst.breakdown(b.pool_user).items():
+        breakdown[f"{k} (pools)"] = v
+    claims = {
+        k.removeprefix("pool_claims_total{").rstrip("}"): v
+        for k, v in (p.facade or {}).items()
+        if k.startswith("pool_claims_total")
+    }
+    claims["claimed sandboxes"] = (p.facade or {}).get("pool_claimed_sandboxes_total", 0.0)
+    return summarize(
+        [r for r in p.recorder.sandboxes.values() if r.requested is not None or r.bound],
+        announced=fill.announced,
+        requested=s.sandboxes,
+        burst_writes=_sandman_writes(burst, b, stored_only=True),
+        burst_breakdown=breakdown,
+        claims=claims,
+        pool_ready=[r.ready for r in pods if r.ready is not None],
+        pool_stored=[r.seen for r in pods if r.seen is not None],
+        status_filled_s=fill.status_filled_s,
+        pool_level=b.pool_level,
+        pool_level_qps=b.pool_qps,
+        pool_level_burst=b.pool_burst,
+        pool_writes=fill_delta.writes(b.pool_user),
+        fill_429_by_level=fill_delta.rejected,
+        claim_cpu_s=p.cpu_s,
+        fill_cpu_s=fill.cpu_s,
+    )
 
 
 def _notes(s: BurstSettings, b: ProfileBudget, m: an.BudgetModel) -> list[str]:
@@ -169,13 +236,15 @@ def _notes(s: BurstSettings, b: ProfileBudget, m: an.BudgetModel) -> list[str]:
 
 def _checks(s: BurstSettings, r: BurstResult) -> list[Check]:
     t = s.thresholds
-    out = [
+    out = [] if s.announce else [
         Check(
             "efficiency",
             f"≥ {t.min_efficiency:g}",
             f"{r.efficiency:.3f}",
             not math.isnan(r.efficiency) and r.efficiency >= t.min_efficiency,
-        ),
+        )
+    ]  # fmt: skip
+    out += [
         Check(
             "API writes per sandbox",
             f"≤ {t.max_writes_per_sandbox:g}",

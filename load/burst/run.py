@@ -22,7 +22,9 @@ from devstack.stack import Stack, StackSettings
 from kube import ClientSettings, KubeClient, Timeouts
 from kube.contract import LABEL_OWNER
 from kube.placement import PLACEMENT_PATH
+from kube.pool_contract import LABEL_POOL
 from load.burst import apf
+from load.burst.announce import Pool, fill_pool, pool_controller_args, stop_pool
 from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
 from load.burst.classes import census, class_sequence
 from load.burst.cluster import MetricsReader, count_pods, facade_counters
@@ -32,6 +34,7 @@ from load.burst.recorder import PodRecorder
 from load.burst.report import BaselineResult, BurstResult
 from load.burst.results import SandmanPhase, analyse, baseline_result, describe_mode
 from load.burst.settings import BurstSettings, ProfileBudget, profile_budget
+from simcluster.profile import ProfileError, load_profile
 
 TENANT = "bench"
 TOKEN = "bench-token-0123456789abcdef"  # the benchmark tenant's bearer token (loopback only)
@@ -52,13 +55,15 @@ def _stack_settings(s: BurstSettings) -> StackSettings:
         str(s.controller_burst),
     )
     fixed = () if s.pacer else ("--no-client-pacer",)
+    pools = pool_controller_args(s, profile_budget(s).pool_qps) if s.announce else ()
+    progress = ("--progress-interval-s", "10")
     return StackSettings(
         workdir=s.out / "stack",
         profile=s.profile,
         nodes=s.nodes,
-        simcluster_overrides=s.overrides,
+        simcluster_overrides=(*s.overrides, *_announce_overrides(s)),
         preloaded_images=(s.image,),
-        controller_args=(*controller, *fixed, "--progress-interval-s", "10", *s.controller_args),
+        controller_args=(*controller, *fixed, *progress, *pools, *s.controller_args),
         facade_replicas=0 if s.direct else 1,
         facade_args=("--creation", s.creation, *fixed),
         controller_replicas=1 if s.kill_leader_at is None else 2,
@@ -70,6 +75,31 @@ def _stack_settings(s: BurstSettings) -> StackSettings:
         create_rate_per_s=5_000,
         create_burst=12_000,
     )
+
+
+#: With --announce on a virtual runtime: virtual pods answer the daemon's /healthz and
+#: /v1/claim on their podIP, so the facade can deliver each claim (a claim no daemon takes
+#: is deleted and its member created cold: the run would measure the fallback).
+VIRTUAL_DAEMON = "nodes.virtual_daemon=true"
+
+
+def _announce_overrides(s: BurstSettings) -> tuple[str, ...]:
+    """The simcluster overrides --announce adds: virtual daemons on a virtual runtime
+    (the process runtime runs real daemons). RuntimeError when this simcluster cannot."""
+    if not s.announce:
+        return ()
+    overrides = dict(o.split("=", 1) for o in s.overrides)
+    if load_profile(s.profile, overrides).runtime != "virtual":
+        return ()
+    key, value = VIRTUAL_DAEMON.split("=", 1)
+    try:
+        load_profile(s.profile, {**overrides, key: value})
+    except ProfileError as e:
+        raise RuntimeError(
+            f"--announce on a virtual runtime needs simcluster's {key} (virtual pods that "
+            f"answer the daemon's claims): {e}; or run with --set runtime=process"
+        ) from e
+    return (VIRTUAL_DAEMON,)
 
 
 def _client_settings() -> ClientSettings:
@@ -112,10 +142,15 @@ async def run_burst(s: BurstSettings, say: Say) -> BurstResult:
                     stack.url, stack.token, owner, s.image, s.batch,
                     classes=class_sequence(s.classes),
                 )  # fmt: skip
+            pool: Pool | None = None
             try:
-                phase = await _sandman_phase(s, admin, metrics, driver, owner, say, stack)
+                if s.announce:
+                    cpu = lambda: _cpu_seconds(stack)  # noqa: E731
+                    pool = await fill_pool(s, stack, admin, metrics, owner, cpu, say)
+                phase = await _sandman_phase(s, admin, metrics, driver, owner, say, stack, pool)
             finally:
                 await driver.close()
+                await stop_pool(pool)
             baseline = None
             if s.baseline_sample > 0:
                 baseline = await _baseline_phase(s, stack, admin, sandman, budget, owner, say)
@@ -140,6 +175,7 @@ async def _sandman_phase(
     owner: str,
     say: Say,
     stack: Stack,
+    pool: Pool | None = None,
 ) -> SandmanPhase:
     ns = stack.namespace()
     selector = f"{LABEL_OWNER}={owner}"
@@ -153,23 +189,27 @@ async def _sandman_phase(
         if not s.direct and s.creation == "pre-placed":
             await _wait_placing(stack)
         await killer.find_leader()
-        await _burst(s, recorder, driver, s.sandboxes, s.ready_timeout_s, killer)
+        await _burst(s, recorder, driver, s.sandboxes, s.ready_timeout_s, killer, pool)
         cpu = {k: v - cpu_before.get(k, 0.0) for k, v in _cpu_seconds(stack).items()}
         cpu_wall = time.monotonic() - cpu_from
+        at_ready = await metrics.read()
         placement = await census(admin, ns, selector) if s.classes else None
         facade = None if s.direct else await facade_counters(stack.urls)
         say("releasing every sandbox of the run (one request)")
         start = time.monotonic()
         await driver.release()
-        await _wait_gone(recorder, s.sandboxes, s.release_timeout_s)
+        watches = [recorder] if pool is None else [recorder, pool.recorder]
+        await _wait_gone(watches, s.sandboxes, s.release_timeout_s)
         release_s = time.monotonic() - start
         left = await count_pods(admin, ns, selector)
+        if pool is not None:
+            left += await count_pods(admin, ns, LABEL_POOL)
         after = await metrics.read()
     finally:
         await recorder.stop()
     return SandmanPhase(
         recorder, driver, before, after, left, release_s, cpu, cpu_wall, placement,
-        killer.killed_at, facade,
+        killer.killed_at, facade, at_ready, pool,
     )  # fmt: skip
 
 
@@ -233,12 +273,16 @@ async def _burst(
     n: int,
     timeout_s: float,
     killer: _LeaderKiller | None = None,
+    pool: Pool | None = None,
 ) -> None:
-    """Fire ``n`` requests and wait until all are Ready (or failed, or the timeout)."""
+    """Fire ``n`` requests and wait until all are Ready (or failed, or the timeout); with a
+    pool, an answered pool pod is a claimed row, Ready at its answer (``Pool.adopt``)."""
 
     def stamp(sid: str, requested: float, created: float) -> None:
         sb = recorder.get(sid)
         sb.requested, sb.created = requested, created
+        if pool is not None:
+            pool.adopt(recorder, sb)
 
     recorder.t0 = time.monotonic()
     fire = asyncio.create_task(driver.fire(n, s.window_s * n / s.sandboxes, recorder.now, stamp))
@@ -267,13 +311,18 @@ async def _burst(
         raise RuntimeError(f"firing requests failed: {error!r}") from error
 
 
-async def _wait_gone(recorder: PodRecorder, n: int, timeout_s: float) -> None:
+async def _wait_gone(recorders: list[PodRecorder], n: int, timeout_s: float) -> None:
+    """Until none of the watches shows a live pod (or the timeout)."""
     bar = Progress("released", n)
     deadline = time.monotonic() + timeout_s
-    while recorder.live and time.monotonic() < deadline:
-        bar.update(n - len(recorder.live))
+
+    def live() -> int:
+        return sum(len(r.live) for r in recorders)
+
+    while live() and time.monotonic() < deadline:
+        bar.update(n - live())
         await asyncio.sleep(0.2)
-    bar.close(n - len(recorder.live))
+    bar.close(n - live())
 
 
 async def _baseline_phase(
@@ -303,7 +352,7 @@ async def _baseline_phase(
     try:
         await _burst(s, recorder, driver, sample, s.ready_timeout_s)
         await driver.release()
-        await _wait_gone(recorder, sample, s.release_timeout_s)
+        await _wait_gone([recorder], sample, s.release_timeout_s)
     finally:
         await recorder.stop()
         stack.processes.pop("baseline", None)

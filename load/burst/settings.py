@@ -9,9 +9,12 @@ silently comparing against constants written down elsewhere.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from controller.pools import PoolSettings
 from load.burst.classes import BurstClass
 from simcluster.profile import load_profile
 
@@ -31,6 +34,14 @@ class Thresholds:
     max_admission_rejections: int = 0
     max_left_after_release: int = 0
     require_all_ready: bool = True
+    #: --announce (issue 23's targets): a claimed sandbox's requested → Ready, the last one's
+    #: Ready after the last request, Sandman's API writes during the claim burst per
+    #: sandbox, and the share of the pool level's budget the fill used.
+    max_claimed_p50_s: float = 0.05
+    max_claimed_p99_s: float = 0.25
+    max_after_last_request_s: float = 2.0
+    max_claim_writes_per_sandbox: float = 0.01
+    min_fill_budget_used: float = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +80,17 @@ class BurstSettings:
     #: paper-burst-apf; load/burst/apf.py).
     apf: str = "shared"
     command: str = "python -m load.burst"
+    #: Announce the burst's sandboxes ahead (``prepare(..., sandboxes=True)`` through the
+    #: SDK, the burst's image and class), wait until the pool is filled, then burst
+    #: (load/burst/announce.py).
+    announce: bool = False
+    #: The share of the burst announced (0.8: 80% claimed, the remainder created cold).
+    announce_fraction: float = 1.0
+    #: The pool filler's writes/s (the controller's ``--pools-qps``); None: the mutating
+    #: rate of the priority level the pool account lands in on this profile, else
+    #: ``controller_qps`` (the filler's pacer halves it on a 429).
+    pool_qps: float | None = None
+    fill_timeout_s: float = 1800.0
 
     def __post_init__(self) -> None:
         if self.sandboxes < 1 or self.window_s < 0 or self.batch < 1:
@@ -81,6 +103,17 @@ class BurstSettings:
             raise ValueError("apf must be shared or manifests")
         if self.kill_leader_at is not None and not 0 < self.kill_leader_at < 1:
             raise ValueError("kill_leader_at must be a fraction in (0, 1)")
+        if self.announce and (self.direct or self.classes or self.creation != "pre-placed"):
+            raise ValueError("--announce needs the facade, pre-placed creation, one class")
+        if not 0 < self.announce_fraction <= 1:
+            raise ValueError("announce_fraction must be in (0, 1]")
+        if self.pool_qps is not None and self.pool_qps <= 0:
+            raise ValueError("pool_qps must be > 0")
+
+    @property
+    def announced(self) -> int:
+        """Pool sandboxes announced (0 without ``announce``)."""
+        return math.ceil(self.announce_fraction * self.sandboxes) if self.announce else 0
 
     @property
     def writes_per_sandbox(self) -> int:
@@ -97,6 +130,32 @@ class ProfileBudget:
     nodes: int
     creation_rate: float
     user: str  # the Kubernetes user Sandman's processes run as
+    #: The pool filler's user (it impersonates the pools account, controller/pools.py), the
+    #: priority level its writes land in ("" : none budgets them) and that level's budget.
+    pool_user: str = ""
+    pool_level: str = ""
+    pool_qps: float = math.inf
+    pool_burst: float = 0.0
+
+
+def _level_of(flow: Mapping[str, Any], account: str) -> tuple[str, float, float]:
+    """(level, mutating rate, bucket size) of the profile's first schema matching the
+    service account ``namespace/name``; ("", inf, 0) when none budgets it."""
+    namespace = account.split("/")[0]
+    for schema in flow.get("schemas") or []:
+        accounts = schema.get("service_accounts") or []
+        if account in accounts or f"{namespace}/*" in accounts:
+            level = (flow.get("levels") or {}).get(schema.get("level"), {})
+            qps = float((level.get("mutating") or {}).get("rate") or math.inf)
+            # simcluster's bucket: ``burst`` tokens, or one second's worth when unset.
+            burst = float(level["mutating"].get("burst") or max(qps, 1.0)) if qps < math.inf else 0
+            return str(schema.get("level")), qps, burst
+    return "", math.inf, 0.0
+
+
+def _account(user: str) -> str:
+    """``system:serviceaccount:NS:NAME`` → ``NS/NAME``."""
+    return "/".join(user.removeprefix("system:serviceaccount:").split(":", 1))
 
 
 def profile_budget(s: BurstSettings) -> ProfileBudget:
@@ -106,17 +165,9 @@ def profile_budget(s: BurstSettings) -> ProfileBudget:
         overrides["nodes.count"] = str(s.nodes)
     cs = load_profile(s.profile, overrides)
     flow = cs.server.flowcontrol or {}
-    namespace = SANDMAN_SERVICE_ACCOUNT.split("/")[0]
-    qps, burst = math.inf, 0.0
-    for schema in flow.get("schemas") or []:
-        accounts = schema.get("service_accounts") or []
-        if SANDMAN_SERVICE_ACCOUNT in accounts or f"{namespace}/*" in accounts:
-            level = (flow.get("levels") or {}).get(schema.get("level"), {})
-            mutating = level.get("mutating") or {}
-            qps = float(mutating.get("rate") or math.inf)
-            # simcluster's bucket: ``burst`` tokens, or one second's worth when unset.
-            burst = float(mutating.get("burst") or max(qps, 1.0)) if qps < math.inf else 0.0
-            break
+    _, qps, burst = _level_of(flow, SANDMAN_SERVICE_ACCOUNT)
+    pool_user = PoolSettings().identity
+    pool_level, pool_qps, pool_burst = _level_of(flow, _account(pool_user))
     ns, name = SANDMAN_SERVICE_ACCOUNT.split("/")
     return ProfileBudget(
         mutating_qps=qps,
@@ -125,4 +176,8 @@ def profile_budget(s: BurstSettings) -> ProfileBudget:
         nodes=cs.nodes,
         creation_rate=cs.node.creation_rate,
         user=f"system:serviceaccount:{ns}:{name}",
+        pool_user=pool_user,
+        pool_level=pool_level,
+        pool_qps=pool_qps,
+        pool_burst=pool_burst,
     )
