@@ -36,6 +36,8 @@ async def test_the_facades_counters_are_summed_by_label() -> None:
         m.placement_waits.labels("answered").inc(n)
         m.placements_ran_out.inc(n)
         m.creates.labels("unbound").inc(n)
+        m.pool_claims.labels("hit").inc(n)
+        m.pool_claimed.inc(5 * n)
     first.placement_waits.labels("gave_up").inc()
     runners = [await _serve(m) for m in (first, second)]
     try:
@@ -49,6 +51,8 @@ async def test_the_facades_counters_are_summed_by_label() -> None:
         "placement_waits_total{gave_up}": 1.0,
         "placements_ran_out_total": 7.0,
         "pod_creates_total{unbound}": 7.0,
+        "pool_claims_total{hit}": 7.0,
+        "pool_claimed_sandboxes_total": 35.0,
     }
     named = {key.partition("{")[0] for key in counted}
     assert named == {name.removeprefix("sandman_facade_") for name in FACADE_COUNTERS}
