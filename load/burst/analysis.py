@@ -21,6 +21,7 @@ __all__ = [
     "STAGES",
     "ApiCounters",
     "BudgetModel",
+    "Check",
     "SandboxTimes",
     "StageStats",
     "binds_per_second",
@@ -55,6 +56,16 @@ MUTATING_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollec
 #: Resources whose create is a question, answered and not stored (no object, no etcd write).
 REVIEWS = frozenset({"tokenreviews", "subjectaccessreviews", "selfsubjectaccessreviews",
                      "localsubjectaccessreviews", "selfsubjectreviews"})  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One pass/fail line of a report: what was measured against its target."""
+
+    name: str
+    target: str
+    value: str
+    ok: bool
 
 
 @dataclass(slots=True)

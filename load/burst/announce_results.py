@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from load.burst import analysis as an
-from load.burst.report import Check
+from load.burst.analysis import Check
 from load.burst.settings import Thresholds
 
 __all__ = [

@@ -11,23 +11,12 @@ import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from load.burst.analysis import MILESTONES, SandboxTimes, StageStats, count_series
+from load.burst.analysis import MILESTONES, Check, SandboxTimes, StageStats, count_series
+from load.burst.announce_results import AnnounceResult, announce_markdown
 from load.burst.classes import Placement
 
-if TYPE_CHECKING:  # announce_results renders its section with this module's Check
-    from load.burst.announce_results import AnnounceResult
-
-__all__ = ["BaselineResult", "BurstResult", "Check", "write_csv", "write_markdown", "write_plot"]
-
-
-@dataclass(frozen=True, slots=True)
-class Check:
-    name: str
-    target: str
-    value: str
-    ok: bool
+__all__ = ["BaselineResult", "BurstResult", "write_csv", "write_markdown", "write_plot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +156,6 @@ def write_markdown(r: BurstResult, path: Path) -> str:
         lines += ["", "Requests dispatched per priority level during the run (all users):", ""]
         lines += [f"- {k}: {v:,.0f}" for k, v in sorted(r.dispatched_by_level.items()) if v]
     if r.announce is not None:
-        from load.burst.announce_results import announce_markdown
-
         lines += announce_markdown(r.announce)
     if r.checks:
         lines += ["", "| check | target | value | |", "|---|---|---|---|"]

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 
 from load.burst import analysis as an
 from load.burst import apf
+from load.burst.analysis import Check
 from load.burst.announce import Pool
 from load.burst.announce_results import AnnounceResult, announce_checks, summarize
 from load.burst.baseline import BUCKET_BURST
 from load.burst.classes import Placement
 from load.burst.driver import Driver
 from load.burst.recorder import PodRecorder
-from load.burst.report import BaselineResult, BurstResult, Check
+from load.burst.report import BaselineResult, BurstResult
 from load.burst.settings import BurstSettings, ProfileBudget
 
 __all__ = ["SandmanPhase", "analyse", "baseline_result", "describe_mode"]

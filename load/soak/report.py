@@ -9,7 +9,7 @@ import math
 import time
 from pathlib import Path
 
-from load.burst.report import Check
+from load.burst.analysis import Check
 from load.faults.report import machine
 from load.soak.run import SERVERS, SoakResult
 
