@@ -26,6 +26,7 @@ from simcluster.kubelet.metrics import KubeletMetrics
 from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
 from simcluster.kubelet.runtime import Runtime, VirtualRuntime
 from simcluster.kubelet.settings import NodeSettings
+from simcluster.kubelet.stand_in import StandInRuntime, raise_open_file_limit
 from simcluster.network import PodNetwork
 from simcluster.pools import NodePool, PlannedNode, node_plan
 from simcluster.quantity import format_cpu, format_memory, to_milli, to_units
@@ -129,6 +130,8 @@ class Cluster:
         # Process-mode pods listen on loopback addresses: reserve a range no other cluster
         # on this machine uses (virtual pods listen nowhere and share the default range).
         self.network = PodNetwork(settings.nodes)
+        #: The stand-in daemons of nodes with ``virtual_daemon`` (kubelet/stand_in.py).
+        self.stand_in: StandInRuntime | None = None
         self.kubeconfig = workdir / "kubeconfig"
         self.kubeconfigs: dict[str, Path] = {}
         self._admin = LocalClient(self.server.dispatcher, ADMIN)
@@ -150,10 +153,13 @@ class Cluster:
 
     async def start(self, progress: Progress | None = None) -> None:
         say = progress or (lambda _msg: None)
-        if self.runtime.name != "virtual" or self.process_runtime is not None:
+        stand_ins = self._stand_in_pods()
+        if self.runtime.name != "virtual" or self.process_runtime is not None or stand_ins:
             self.network.reserve()
-            if self.process_runtime is not None and self.network.lock_fd is not None:
-                self.process_runtime.inherit(self.network.lock_fd)
+        if stand_ins:
+            raise_open_file_limit(stand_ins + 1024)
+        if self.process_runtime is not None and self.network.lock_fd is not None:
+            self.process_runtime.inherit(self.network.lock_fd)
         await self.server.start()
         self.server.kubeconfig(self.kubeconfig, ADMIN)
         for ns in self.settings.namespaces:
@@ -223,12 +229,29 @@ class Cluster:
     def _runtime_of(self, i: int, planned: PlannedNode | None) -> tuple[Runtime, NodeSettings]:
         node = planned.node if planned is not None else self.settings.node
         if self.process_runtime is None or self.process_runtime is self.runtime:
-            return self.runtime, node
+            return self._virtual_of(node), node
         if i >= self.settings.process_nodes:
-            return self.runtime, node
+            return self._virtual_of(node), node
         labels = {**node.labels, RUNTIME_LABEL: "process"}
         taint = {"key": RUNTIME_LABEL, "value": "process", "effect": "NoSchedule"}
         return self.process_runtime, replace(node, labels=labels, taints=(*node.taints, taint))
+
+    def _stand_in_pods(self) -> int:
+        """How many stand-in daemons the profile's nodes could hold at once (their pod
+        capacity): they listen on the pod network, so it is reserved, and each holds a file."""
+        if not isinstance(self.runtime, VirtualRuntime):
+            return 0
+        nodes = [self._planned(i) for i in range(self.settings.nodes)]
+        settings = [p.node if p is not None else self.settings.node for p in nodes]
+        return sum(n.max_pods for n in settings if n.virtual_daemon)
+
+    def _virtual_of(self, node: NodeSettings) -> Runtime:
+        """The stand-in daemons' runtime for a virtual node with ``virtual_daemon`` on."""
+        if not node.virtual_daemon or not isinstance(self.runtime, VirtualRuntime):
+            return self.runtime
+        if self.stand_in is None:
+            self.stand_in = StandInRuntime()
+        return self.stand_in
 
     def _write_cri_index(self) -> None:
         """``cri-sockets.json`` as the simulated CRI writes it: every node -> containerd."""
@@ -243,6 +266,8 @@ class Cluster:
         await asyncio.gather(*(k.stop() for k in self.kubelets.values()))
         self.kubelets.clear()
         await self.runtime.close()
+        if self.stand_in is not None:
+            await self.stand_in.close()
         if self.process_runtime is not None and self.process_runtime is not self.runtime:
             await self.process_runtime.close()
         await self.server.stop()

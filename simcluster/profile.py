@@ -59,7 +59,7 @@ _NODES = {
     "count", "cpu", "memory", "max_pods", "labels", "taints", "foreign_fraction", "creation_rate",
     "creation_concurrency", "start_latency_s", "start_jitter_s", "lease_interval_s",
     "status_interval_s", "preloaded_images", "restart_backoff_s", "process_count",
-    "foreign_spread", "pod_pids_limit", "storage_check_interval_s",
+    "foreign_spread", "pod_pids_limit", "storage_check_interval_s", "virtual_daemon",
 }  # fmt: skip
 _POOL = _NODES - {"process_count"}  # the first nodes of the cluster, whatever their pool
 _IMAGES = {
@@ -105,6 +105,13 @@ def _check(section: str, data: Mapping[str, Any], allowed: set[str]) -> None:
             f"{section}: unknown key(s) {', '.join(unknown)} "
             f"(allowed: {', '.join(sorted(allowed))})"
         )
+
+
+def _flag(value: Any, key: str) -> bool:
+    """A YAML boolean (``true``/``false``), refused otherwise: ``"no"`` quoted would be truthy."""
+    if not isinstance(value, bool):
+        raise ProfileError(f"{key}: must be true or false, not {value!r}")
+    return value
 
 
 def load_profile(name_or_path: str, overrides: Mapping[str, str] | None = None) -> ClusterSettings:
@@ -233,6 +240,7 @@ def _node(nodes: Mapping[str, Any], pull: PullSettings) -> NodeSettings:
         restart_backoff_s=float(nodes.get("restart_backoff_s", 10)),
         pod_pids_limit=int(nodes.get("pod_pids_limit", NodeSettings().pod_pids_limit)),
         storage_check_interval_s=float(nodes.get("storage_check_interval_s", 10)),
+        virtual_daemon=_flag(nodes.get("virtual_daemon", False), "nodes.virtual_daemon"),
     )
 
 

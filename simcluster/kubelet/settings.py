@@ -40,3 +40,7 @@ class NodeSettings:
     #: (upstream's housekeeping period: 10 s), where the runtime can measure it (storage.py).
     storage_check_interval_s: float = 10.0
     kubelet_version: str = "v1.32.0-simcluster"
+    #: On the ``virtual`` runtime: a stand-in for the sandbox daemon behind every pod that
+    #: carries one (its claim and health routes; tool calls are not simulated), so pooled
+    #: sandboxes can be claimed at the reference burst's scale (kubelet/stand_in.py).
+    virtual_daemon: bool = False

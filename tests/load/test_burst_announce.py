@@ -3,13 +3,13 @@ profile, the pool filled by the leading controller, then requested through the f
 batches, in the production process topology.
 
 Pods whose daemons answer claims are needed (the facade hands each claim to the pod's
-daemon): simcluster's virtual daemons (``nodes.virtual_daemon``, which the announce mode
-turns on for a virtual runtime) where this simcluster has them, else the process runtime
-(every pool pod a real daemon). What must hold exactly: every request claimed from the
-pool (hits only), every sandbox Ready, one SandboxClaim per batch and nothing else stored
-during the claim burst, nothing left after the release, and a report with the announced
-figures; with 80% announced, the remainder created cold in the same requests (partial or
-miss, never failed) and measured apart.
+daemon): simcluster's stand-in daemons (``nodes.virtual_daemon``, which the announce mode
+turns on for a virtual runtime; held to the real daemon by
+tests/integration/test_stand_in_conformance.py). What must hold exactly: every request
+claimed from the pool (hits only), every sandbox Ready, one SandboxClaim per batch and
+nothing else stored during the claim burst, nothing left after the release, and a report
+with the announced figures; with 80% announced, the remainder created cold in the same
+requests (partial or miss, never failed) and measured apart.
 """
 
 from __future__ import annotations
@@ -24,22 +24,9 @@ from load.burst.progress import say
 from load.burst.report import write_csv, write_markdown
 from load.burst.run import VIRTUAL_DAEMON, _announce_overrides, run_burst
 from load.burst.settings import BurstSettings, Thresholds
-from simcluster.profile import ProfileError, load_profile
+from simcluster.profile import load_profile
 
 N, BATCH = 60, 20
-
-
-def _virtual_daemons() -> bool:
-    key, value = VIRTUAL_DAEMON.split("=", 1)
-    try:
-        load_profile("ci", {key: value})
-    except ProfileError:
-        return False
-    return True
-
-
-#: The overrides that make the ci profile's pods answer claims.
-RUNTIME = () if _virtual_daemons() else ("runtime=process",)
 
 
 def test_announce_turns_virtual_daemons_on_where_pods_are_virtual(tmp_path: Path) -> None:
@@ -49,11 +36,9 @@ def test_announce_turns_virtual_daemons_on_where_pods_are_virtual(tmp_path: Path
     assert _announce_overrides(process) == ()
     assert _announce_overrides(BurstSettings(out=tmp_path, profile="ci")) == ()
     virtual = BurstSettings(out=tmp_path, profile="ci", announce=True)
-    if _virtual_daemons():
-        assert _announce_overrides(virtual) == (VIRTUAL_DAEMON,)
-    else:
-        with pytest.raises(RuntimeError, match="runtime=process"):
-            _announce_overrides(virtual)
+    assert _announce_overrides(virtual) == (VIRTUAL_DAEMON,)
+    key, value = VIRTUAL_DAEMON.split("=", 1)
+    assert load_profile("ci", {key: value}).node.virtual_daemon
 
 
 def _settings(tmp_path: Path, fraction: float) -> BurstSettings:
@@ -63,7 +48,6 @@ def _settings(tmp_path: Path, fraction: float) -> BurstSettings:
         window_s=1.0,
         batch=BATCH,
         profile="ci",
-        overrides=RUNTIME,
         baseline_sample=0,
         ready_timeout_s=60,
         release_timeout_s=30,
