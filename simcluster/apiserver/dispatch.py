@@ -20,6 +20,7 @@ import yaml
 from simcluster.apiserver.apf_objects import AppliedFlowConfig
 from simcluster.apiserver.auth import User
 from simcluster.apiserver.core import ApiCore
+from simcluster.apiserver.delete_verbs import delete_answer, delete_code
 from simcluster.apiserver.discovery import table
 from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import FlowControl, default_flow_control
@@ -347,21 +348,13 @@ class Dispatcher:
             options = _delete_options(_body(req), q)
             if dry:
                 options["dryRun"] = ["All"]
-            obj = core.delete(rt, ns, info.name, options)
-            if rt.plural in ("pods", "namespaces") or obj["metadata"].get("deletionTimestamp"):
-                return 200, obj
-            details = {"name": info.name, "kind": rt.plural, "uid": obj["metadata"].get("uid")}
-            if rt.group:
-                details["group"] = rt.group
-            return 200, {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": details,
-            }
+            done = core.deletion(rt, ns, info.name, options)
+            return delete_code(done, options), delete_answer(rt, done)
         if info.verb == "deletecollection":
-            return 200, core.delete_collection(rt, info.namespace, self._opts(q), _body(req))
+            options = _delete_options(_body(req), q)
+            if dry:
+                options["dryRun"] = ["All"]
+            return 200, core.delete_collection(rt, info.namespace, self._opts(q), options)
         raise MethodNotAllowed("the server does not allow this method on the requested resource")
 
     def _log(self, rt: ResourceType, req: ApiRequest) -> ApiResponse:

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["CREATE_ONLY", "Registry", "ResourceType"]
+__all__ = ["CREATE_ONLY", "DELETE_ANSWERS", "Registry", "ResourceType"]
 
 _FIELD_SELECTORS: dict[str, frozenset[str]] = {
     "pods": frozenset(
@@ -71,6 +71,9 @@ _ALL = frozenset(
 _BASE_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
 # Kinds whose upstream Go types carry strategic-merge metadata (CRs do not: 415 there).
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+#: what a DELETE that removes an object answers (resources.yaml's last column): the object
+#: itself, or a Status naming it (upstream's ``ReturnDeletedObject`` false, the default)
+DELETE_ANSWERS = ("object", "status")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,8 @@ class ResourceType:
     builtin: bool = True
     singular: str = ""
     categories: tuple[str, ...] = ()
+    #: one of DELETE_ANSWERS; custom resources answer a Status, as upstream
+    delete_answer: str = "status"
 
     @property
     def key(self) -> str:
@@ -179,11 +184,16 @@ class Registry:
         reg = cls()
         for group, versions in yaml.safe_load(text).items():
             for version, rows in versions.items():
-                for plural, kind, namespaced, shorts, subs in rows:
+                for plural, kind, namespaced, shorts, subs, answer in rows:
+                    if answer not in DELETE_ANSWERS:
+                        raise ValueError(
+                            f"resources.yaml: {group}/{version} {plural}: deleteAnswer {answer!r}"
+                            f" is not one of {', '.join(DELETE_ANSWERS)}"
+                        )
                     cats = ("all",) if plural in _ALL else ()
                     rt = ResourceType(
                         group, version, plural, kind, namespaced, tuple(shorts), tuple(subs),
-                        categories=cats,
+                        categories=cats, delete_answer=answer,
                     )  # fmt: skip
                     reg.add(rt)
         return reg
