@@ -31,7 +31,7 @@ from simcluster.apiserver.rbac import Authorizer, request_attributes
 from simcluster.apiserver.resources import ResourceType
 from simcluster.apiserver.reviews import REVIEW_PLURALS, answer_review
 from simcluster.apiserver.store import Event, Renderer, Watcher, default_render, line
-from simcluster.errors import ApiError, BadRequest, MethodNotAllowed, NotFound
+from simcluster.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, TooManyRequests
 
 __all__ = [
     "ApiRequest",
@@ -41,6 +41,7 @@ __all__ = [
     "WatchStream",
     "parse_path",
     "query_bool",
+    "response_json",
 ]
 
 Obj = dict[str, Any]
@@ -125,6 +126,11 @@ class WatchStream:
 
 def _json(obj: Any) -> bytes:
     return msgspec.json.encode(obj)
+
+
+def response_json(obj: Any) -> bytes:
+    """A JSON response body as upstream's serializer writes one: ending with a newline."""
+    return msgspec.json.encode(obj) + b"\n"
 
 
 def _decode(body: bytes, content_type: str = "application/json") -> Any:
@@ -226,12 +232,10 @@ class Dispatcher:
                     await asyncio.sleep(delay)
                 result = self.handle(req)
         except ApiError as e:
-            if e.code == 429 and e.details and "priorityLevel" in e.details:
-                self.metrics.rejected.labels(
-                    e.details["priorityLevel"], e.details["flowSchema"]
-                ).inc()
+            if isinstance(e, TooManyRequests) and e.priority_level:
+                self.metrics.rejected.labels(e.priority_level, e.flow_schema).inc()
             headers = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else {}
-            result = ApiResponse(e.code, _json(e.to_status()), headers)
+            result = ApiResponse(e.code, response_json(e.to_status()), headers)
         code = result.code if isinstance(result, ApiResponse) else 200
         self.metrics.requests.labels(
             info.verb, info.resource, info.subresource, req.user.name, str(code)
@@ -280,7 +284,7 @@ class Dispatcher:
                 }
             else:
                 obj = _partial(obj)
-        return ApiResponse(code, _json(obj))
+        return ApiResponse(code, response_json(obj))
 
     def _opts(self, q: Mapping[str, str]) -> ListOptions:
         try:

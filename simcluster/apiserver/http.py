@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from aiohttp import web
 
 from simcluster.apiserver import discovery
@@ -27,6 +26,7 @@ from simcluster.apiserver.dispatch import (
     Dispatcher,
     WatchStream,
     parse_path,
+    response_json,
 )
 from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import default_flow_control
@@ -75,7 +75,7 @@ class ServerSettings:
 
 def _json_response(code: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
-        body=msgspec.json.encode(obj), status=code, content_type="application/json", headers=headers
+        body=response_json(obj), status=code, content_type="application/json", headers=headers
     )
 
 
@@ -232,7 +232,7 @@ class ApiServer:
             return _error_response(e)
         except Exception as e:
             log.exception("internal error on %s %s", request.method, path)
-            return _error_response(InternalError(f"Internal error occurred: {e!r}"))
+            return _error_response(InternalError.occurred(repr(e)))
 
     async def _admin(self, user: User, body: dict[str, Any]) -> dict[str, Any]:
         """Fault injection; only system:masters may use it."""
