@@ -31,6 +31,7 @@ from simcluster.apiserver.dispatch import (
 from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import default_flow_control
 from simcluster.apiserver.impersonation import impersonate
+from simcluster.apiserver.kinds.apiservices import local_api_services
 from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.rbac import Attributes, Authorizer
 from simcluster.apiserver.rbac_bootstrap import bootstrap_objects
@@ -153,6 +154,10 @@ class ApiServer:
         assert ns is not None
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.core.create(ns, "", {"metadata": {"name": name}})
+        apiservices = self.registry.get("apiregistration.k8s.io", "v1", "apiservices")
+        assert apiservices is not None
+        for obj in local_api_services(self.registry):
+            self.core.create(apiservices, "", obj)
         if self.authorizer.enforcing:
             for plural, obj in bootstrap_objects():
                 rt = self.registry.get("rbac.authorization.k8s.io", "v1", plural)

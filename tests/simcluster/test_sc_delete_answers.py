@@ -36,6 +36,14 @@ REQUIRED: dict[str, Obj] = {
     "flowschemas": {"spec": {"priorityLevelConfiguration": {"name": "global-default"}}},
     "prioritylevelconfigurations": {"spec": {"type": "Limited", "limited": {}}},
     # required by upstream's schema (and so by the typed models), not checked by simcluster
+    "apiservices": {
+        "spec": {
+            "group": "example.com",
+            "version": "v1",
+            "groupPriorityMinimum": 1,
+            "versionPriority": 1,
+        }
+    },
     "csidrivers": {"spec": {"attachRequired": True}},
     "csinodes": {"spec": {"drivers": []}},
     "storageclasses": {"provisioner": "example.com/disk"},
@@ -117,7 +125,7 @@ def _status(rt: ResourceType, created: Obj) -> Obj:
 def test_typed_delete_decodes_for_every_kind(
     http: httpx.Client, api_client: client.ApiClient, rt: ResourceType
 ) -> None:
-    name = f"del-{rt.plural}"
+    name = "v1.example.com" if rt.plural == "apiservices" else f"del-{rt.plural}"  # version.group
     created = create(http, rt, name)
     declared = inspect.signature(typed_delete(api_client, rt)).return_annotation
     answer = _delete_call(api_client, rt, name)
