@@ -151,6 +151,16 @@ class ResourceType:
         return out
 
 
+def _checked(group: str, version: str, row: list[Any]) -> list[Any]:
+    """A resources.yaml row, or an error naming it: six columns, a known deleteAnswer."""
+    where = f"resources.yaml: {group or 'core'}/{version} {row[:1]}"
+    if len(row) != 6:
+        raise ValueError(f"{where}: {len(row)} columns, want 6 (see the file's header)")
+    if row[5] not in DELETE_ANSWERS:
+        raise ValueError(f"{where}: deleteAnswer {row[5]!r} is not one of {DELETE_ANSWERS}")
+    return row
+
+
 def _sub(
     rt: ResourceType, sub: str, kind: str, verbs: list[str], group: str | None, version: str | None
 ) -> dict[str, Any]:
@@ -184,12 +194,8 @@ class Registry:
         reg = cls()
         for group, versions in yaml.safe_load(text).items():
             for version, rows in versions.items():
-                for plural, kind, namespaced, shorts, subs, answer in rows:
-                    if answer not in DELETE_ANSWERS:
-                        raise ValueError(
-                            f"resources.yaml: {group}/{version} {plural}: deleteAnswer {answer!r}"
-                            f" is not one of {', '.join(DELETE_ANSWERS)}"
-                        )
+                for row in rows:
+                    plural, kind, namespaced, shorts, subs, answer = _checked(group, version, row)
                     cats = ("all",) if plural in _ALL else ()
                     rt = ResourceType(
                         group, version, plural, kind, namespaced, tuple(shorts), tuple(subs),

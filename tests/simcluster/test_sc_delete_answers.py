@@ -244,3 +244,12 @@ def test_custom_resources_answer_a_status_and_a_crd_its_marked_self(
     assert [c["reason"] for c in terminating] == ["InstanceDeletionPending"]
     gone = http.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
     assert gone.status_code == 404
+
+
+def test_a_resources_row_without_a_known_delete_answer_is_refused() -> None:
+    from simcluster.apiserver.resources import _checked
+
+    with pytest.raises(ValueError, match=r"core/v1 \['pods'\]: 5 columns, want 6"):
+        _checked("", "v1", ["pods", "Pod", True, [], []])
+    with pytest.raises(ValueError, match="deleteAnswer 'deleted' is not one of"):
+        _checked("apps", "v1", ["deployments", "Deployment", True, [], [], "deleted"])
