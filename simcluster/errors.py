@@ -2,7 +2,11 @@
 
 Real clients branch on ``status.reason`` and the HTTP code (kr8s on the code, client-go on the
 reason), so every failure the server can produce is one of these classes, and its
-``to_status`` renders exactly the ``kind: Status`` body the real kube-apiserver sends.
+``to_status`` renders exactly the ``kind: Status`` body the real kube-apiserver sends — key
+for key in the order upstream's Go struct encodes them (``kind, apiVersion, metadata, status,
+message, reason, details{name, group, kind, uid, causes[{reason, message, field}],
+retryAfterSeconds}, code``), empty ``omitempty`` fields left out, so a client or test that
+compares the text sees upstream's bytes (``tests/simcluster/golden/status_bodies.json``).
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "DETAIL_KEYS",
     "AlreadyExists",
     "ApiError",
     "BadRequest",
@@ -31,6 +36,12 @@ __all__ = [
 ]
 
 
+#: ``StatusDetails``' fields in upstream's encoding order; ``retryAfterSeconds`` comes from
+#: ``ApiError.retry_after``, the others from ``details``
+DETAIL_KEYS = ("name", "group", "kind", "uid", "causes", "retryAfterSeconds")
+_CAUSE_KEYS = ("reason", "message", "field")
+
+
 class SimclusterError(Exception):
     """Root of every error raised by simcluster (configuration, runtime, API)."""
 
@@ -49,6 +60,9 @@ class ApiError(SimclusterError):
         retry_after: int | None = None,
     ) -> None:
         super().__init__(message)
+        unknown = set(details or ()) - set(DETAIL_KEYS[:-1])
+        if unknown:
+            raise ValueError(f"not StatusDetails fields: {sorted(unknown)}; known: {DETAIL_KEYS}")
         self.message = message
         self.details = details
         self.retry_after = retry_after
@@ -59,23 +73,29 @@ class ApiError(SimclusterError):
             "apiVersion": "v1",
             "metadata": {},
             "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
         }
-        details = dict(self.details or {})
-        if self.retry_after is not None:
-            details["retryAfterSeconds"] = self.retry_after
-        if details:
-            status["details"] = details
+        if self.message:
+            status["message"] = self.message
+        status["reason"] = self.reason
+        if self.details is not None or self.retry_after is not None:
+            # a details pointer upstream sets is encoded even when all its fields are empty
+            status["details"] = _ordered_details(self.details or {}, self.retry_after)
+        status["code"] = self.code
         return status
 
 
+def _ordered_details(given: dict[str, Any], retry_after: int | None) -> dict[str, Any]:
+    """``given`` in upstream's field order, empty fields left out (``omitempty``)."""
+    values = {**given, "retryAfterSeconds": retry_after}
+    if values.get("causes"):
+        values["causes"] = [
+            {k: cause[k] for k in _CAUSE_KEYS if cause.get(k)} for cause in values["causes"]
+        ]
+    return {k: values[k] for k in DETAIL_KEYS if values.get(k)}
+
+
 def _details(kind: str, name: str, group: str) -> dict[str, Any]:
-    d: dict[str, Any] = {"name": name, "kind": kind}
-    if group:
-        d["group"] = group
-    return d
+    return {"name": name, "group": group, "kind": kind}
 
 
 def _qualified(resource: str, group: str) -> str:
@@ -98,10 +118,9 @@ class Forbidden(ApiError):
 
     @classmethod
     def for_object(cls, resource: str, group: str, name: str, why: str) -> Forbidden:
-        return cls(
-            f'{_qualified(resource, group)} "{name}" is forbidden: {why}',
-            details=_details(resource, name, group),
-        )
+        """Upstream's ``NewForbidden``: the object named only when there is a name."""
+        subject = f'{_qualified(resource, group)} "{name}"' if name else _qualified(resource, group)
+        return cls(f"{subject} is forbidden: {why}", details=_details(resource, name, group))
 
 
 class NotFound(ApiError):
@@ -211,13 +230,34 @@ class Invalid(ApiError):
 
 
 class TooManyRequests(ApiError):
+    """429. ``flow_schema``/``priority_level``: the API Priority and Fairness names that
+    rejected the request, for the server's own metrics; not in the body (upstream's Status
+    carries only retryAfterSeconds)."""
+
     code = 429
     reason = "TooManyRequests"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: int | None = None,
+        flow_schema: str = "",
+        priority_level: str = "",
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.flow_schema = flow_schema
+        self.priority_level = priority_level
 
 
 class InternalError(ApiError):
     code = 500
     reason = "InternalError"
+
+    @classmethod
+    def occurred(cls, why: str) -> InternalError:
+        """Upstream's ``NewInternalError``: the message prefixed, the error as its one cause."""
+        return cls(f"Internal error occurred: {why}", details={"causes": [{"message": why}]})
 
 
 class Timeout(ApiError):

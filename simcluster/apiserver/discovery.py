@@ -215,7 +215,26 @@ def _node_cells(o: Obj) -> list[Any]:
     return [state, "<none>", None, version]
 
 
+def _apiservice_cells(o: Obj) -> list[Any]:
+    """kube-aggregator's printer: the backing service or Local, and Available as "True" or
+    "False (reason)"."""
+    service = (o.get("spec") or {}).get("service")
+    backend = f"{service.get('namespace')}/{service.get('name')}" if service else "Local"
+    conds = (o.get("status") or {}).get("conditions") or []
+    available = next((c for c in conds if c.get("type") == "Available"), None)
+    shown = "Unknown"
+    if available is not None:
+        shown = available.get("status", "Unknown")
+        if shown != "True" and available.get("reason"):
+            shown = f"{shown} ({available['reason']})"
+    return [backend, shown, None]
+
+
 _COLUMNS: dict[str, tuple[list[Obj], Any]] = {
+    "apiregistration.k8s.io/apiservices": (
+        [_col("Service"), _col("Available"), _col("Age")],
+        _apiservice_cells,
+    ),
     "/pods": (
         [
             _col("Ready"),

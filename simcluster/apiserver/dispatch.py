@@ -20,6 +20,7 @@ import yaml
 from simcluster.apiserver.apf_objects import AppliedFlowConfig
 from simcluster.apiserver.auth import User
 from simcluster.apiserver.core import ApiCore
+from simcluster.apiserver.delete_verbs import delete_answer, delete_code
 from simcluster.apiserver.discovery import table
 from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import FlowControl, default_flow_control
@@ -30,7 +31,7 @@ from simcluster.apiserver.rbac import Authorizer, request_attributes
 from simcluster.apiserver.resources import ResourceType
 from simcluster.apiserver.reviews import REVIEW_PLURALS, answer_review
 from simcluster.apiserver.store import Event, Renderer, Watcher, default_render, line
-from simcluster.errors import ApiError, BadRequest, MethodNotAllowed, NotFound
+from simcluster.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, TooManyRequests
 
 __all__ = [
     "ApiRequest",
@@ -40,6 +41,7 @@ __all__ = [
     "WatchStream",
     "parse_path",
     "query_bool",
+    "response_json",
 ]
 
 Obj = dict[str, Any]
@@ -124,6 +126,11 @@ class WatchStream:
 
 def _json(obj: Any) -> bytes:
     return msgspec.json.encode(obj)
+
+
+def response_json(obj: Any) -> bytes:
+    """A JSON response body as upstream's serializer writes one: ending with a newline."""
+    return msgspec.json.encode(obj) + b"\n"
 
 
 def _decode(body: bytes, content_type: str = "application/json") -> Any:
@@ -225,12 +232,10 @@ class Dispatcher:
                     await asyncio.sleep(delay)
                 result = self.handle(req)
         except ApiError as e:
-            if e.code == 429 and e.details and "priorityLevel" in e.details:
-                self.metrics.rejected.labels(
-                    e.details["priorityLevel"], e.details["flowSchema"]
-                ).inc()
+            if isinstance(e, TooManyRequests) and e.priority_level:
+                self.metrics.rejected.labels(e.priority_level, e.flow_schema).inc()
             headers = {"Retry-After": str(e.retry_after)} if e.retry_after is not None else {}
-            result = ApiResponse(e.code, _json(e.to_status()), headers)
+            result = ApiResponse(e.code, response_json(e.to_status()), headers)
         code = result.code if isinstance(result, ApiResponse) else 200
         self.metrics.requests.labels(
             info.verb, info.resource, info.subresource, req.user.name, str(code)
@@ -279,7 +284,7 @@ class Dispatcher:
                 }
             else:
                 obj = _partial(obj)
-        return ApiResponse(code, _json(obj))
+        return ApiResponse(code, response_json(obj))
 
     def _opts(self, q: Mapping[str, str]) -> ListOptions:
         try:
@@ -347,21 +352,13 @@ class Dispatcher:
             options = _delete_options(_body(req), q)
             if dry:
                 options["dryRun"] = ["All"]
-            obj = core.delete(rt, ns, info.name, options)
-            if rt.plural in ("pods", "namespaces") or obj["metadata"].get("deletionTimestamp"):
-                return 200, obj
-            details = {"name": info.name, "kind": rt.plural, "uid": obj["metadata"].get("uid")}
-            if rt.group:
-                details["group"] = rt.group
-            return 200, {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": details,
-            }
+            done = core.deletion(rt, ns, info.name, options)
+            return delete_code(done, options), delete_answer(rt, done)
         if info.verb == "deletecollection":
-            return 200, core.delete_collection(rt, info.namespace, self._opts(q), _body(req))
+            options = _delete_options(_body(req), q)
+            if dry:
+                options["dryRun"] = ["All"]
+            return 200, core.delete_collection(rt, info.namespace, self._opts(q), options)
         raise MethodNotAllowed("the server does not allow this method on the requested resource")
 
     def _log(self, rt: ResourceType, req: ApiRequest) -> ApiResponse:

@@ -81,5 +81,8 @@ class ApiFaults:
         if code == 429:
             return TooManyRequests("Too many requests, please try again later.", retry_after=1)
         if code == 504:
-            return Timeout("Timeout: request did not complete within the allotted timeout")
-        return InternalError("Internal error occurred: injected fault")
+            # upstream's NewTimeoutError always sets details (retryAfterSeconds 0: "details":{})
+            return Timeout(
+                "Timeout: request did not complete within the allotted timeout", details={}
+            )
+        return InternalError.occurred("injected fault")

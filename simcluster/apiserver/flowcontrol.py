@@ -234,7 +234,8 @@ class FlowControl:
             raise TooManyRequests(
                 "Too many requests, please try again later.",
                 retry_after=max(1, math.ceil(wait)),
-                details={"priorityLevel": level.name, "flowSchema": schema.name},
+                flow_schema=schema.name,
+                priority_level=level.name,
             )
         if wait > 0:
             await asyncio.sleep(wait)
@@ -243,7 +244,8 @@ class FlowControl:
             raise TooManyRequests(
                 "Too many requests, please try again later.",
                 retry_after=1,
-                details={"priorityLevel": level.name, "flowSchema": schema.name},
+                flow_schema=schema.name,
+                priority_level=level.name,
             )
         bucket.inflight += 0 if watch else 1
         try:

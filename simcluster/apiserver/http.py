@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from aiohttp import web
 
 from simcluster.apiserver import discovery
@@ -27,10 +26,12 @@ from simcluster.apiserver.dispatch import (
     Dispatcher,
     WatchStream,
     parse_path,
+    response_json,
 )
 from simcluster.apiserver.faults import ApiFaults
 from simcluster.apiserver.flowcontrol import default_flow_control
 from simcluster.apiserver.impersonation import impersonate
+from simcluster.apiserver.kinds.apiservices import local_api_services
 from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.rbac import Attributes, Authorizer
 from simcluster.apiserver.rbac_bootstrap import bootstrap_objects
@@ -75,7 +76,7 @@ class ServerSettings:
 
 def _json_response(code: int, obj: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(
-        body=msgspec.json.encode(obj), status=code, content_type="application/json", headers=headers
+        body=response_json(obj), status=code, content_type="application/json", headers=headers
     )
 
 
@@ -153,6 +154,10 @@ class ApiServer:
         assert ns is not None
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.core.create(ns, "", {"metadata": {"name": name}})
+        apiservices = self.registry.get("apiregistration.k8s.io", "v1", "apiservices")
+        assert apiservices is not None
+        for obj in local_api_services(self.registry):
+            self.core.create(apiservices, "", obj)
         if self.authorizer.enforcing:
             for plural, obj in bootstrap_objects():
                 rt = self.registry.get("rbac.authorization.k8s.io", "v1", plural)
@@ -232,7 +237,7 @@ class ApiServer:
             return _error_response(e)
         except Exception as e:
             log.exception("internal error on %s %s", request.method, path)
-            return _error_response(InternalError(f"Internal error occurred: {e!r}"))
+            return _error_response(InternalError.occurred(repr(e)))
 
     async def _admin(self, user: User, body: dict[str, Any]) -> dict[str, Any]:
         """Fault injection; only system:masters may use it."""

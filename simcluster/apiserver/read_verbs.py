@@ -59,7 +59,7 @@ class ReadVerbs(CoreBase):
         resourceVersion names (every page of a paginated list shows the first page's
         revision, as etcd's MVCC reads do upstream)."""
         labels = LabelSelector.parse(opts.label_selector)
-        fields = FieldSelector.parse(opts.field_selector, rt.field_selectors, rt.kind)
+        fields = FieldSelector.parse(opts.field_selector, rt.field_selectors)
         at, start = self._list_revision(opts)
         try:
             source = (
@@ -125,7 +125,7 @@ class ReadVerbs(CoreBase):
         annotated ``k8s.io/initial-events-end``, as the watch-list protocol wants), or the
         history after the given resourceVersion (410 Expired if it has been compacted)."""
         labels = LabelSelector.parse(opts.label_selector)
-        fields = FieldSelector.parse(opts.field_selector, rt.field_selectors, rt.kind)
+        fields = FieldSelector.parse(opts.field_selector, rt.field_selectors)
         w = Watcher(rt.key, namespace, labels, fields, bookmarks, render)
         rv = opts.resource_version
         if send_initial_events or rv in (None, "", "0"):

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["CREATE_ONLY", "Registry", "ResourceType"]
+__all__ = ["CREATE_ONLY", "DELETE_ANSWERS", "Registry", "ResourceType"]
 
 _FIELD_SELECTORS: dict[str, frozenset[str]] = {
     "pods": frozenset(
@@ -71,6 +71,9 @@ _ALL = frozenset(
 _BASE_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
 # Kinds whose upstream Go types carry strategic-merge metadata (CRs do not: 415 there).
 _VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+#: what a DELETE that removes an object answers (resources.yaml's last column): the object
+#: itself, or a Status naming it (upstream's ``ReturnDeletedObject`` false, the default)
+DELETE_ANSWERS = ("object", "status")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +88,8 @@ class ResourceType:
     builtin: bool = True
     singular: str = ""
     categories: tuple[str, ...] = ()
+    #: one of DELETE_ANSWERS; custom resources answer a Status, as upstream
+    delete_answer: str = "status"
 
     @property
     def key(self) -> str:
@@ -146,6 +151,16 @@ class ResourceType:
         return out
 
 
+def _checked(group: str, version: str, row: list[Any]) -> list[Any]:
+    """A resources.yaml row, or an error naming it: six columns, a known deleteAnswer."""
+    where = f"resources.yaml: {group or 'core'}/{version} {row[:1]}"
+    if len(row) != 6:
+        raise ValueError(f"{where}: {len(row)} columns, want 6 (see the file's header)")
+    if row[5] not in DELETE_ANSWERS:
+        raise ValueError(f"{where}: deleteAnswer {row[5]!r} is not one of {DELETE_ANSWERS}")
+    return row
+
+
 def _sub(
     rt: ResourceType, sub: str, kind: str, verbs: list[str], group: str | None, version: str | None
 ) -> dict[str, Any]:
@@ -179,11 +194,12 @@ class Registry:
         reg = cls()
         for group, versions in yaml.safe_load(text).items():
             for version, rows in versions.items():
-                for plural, kind, namespaced, shorts, subs in rows:
+                for row in rows:
+                    plural, kind, namespaced, shorts, subs, answer = _checked(group, version, row)
                     cats = ("all",) if plural in _ALL else ()
                     rt = ResourceType(
                         group, version, plural, kind, namespaced, tuple(shorts), tuple(subs),
-                        categories=cats,
+                        categories=cats, delete_answer=answer,
                     )  # fmt: skip
                     reg.add(rt)
         return reg

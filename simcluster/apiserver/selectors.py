@@ -117,7 +117,7 @@ class FieldSelector:
     terms: tuple[tuple[str, bool, str], ...] = ()  # (path, equal?, value)
 
     @classmethod
-    def parse(cls, text: str | None, allowed: frozenset[str], kind: str) -> FieldSelector:
+    def parse(cls, text: str | None, allowed: frozenset[str]) -> FieldSelector:
         if not text:
             return cls()
         terms = []
@@ -135,7 +135,7 @@ class FieldSelector:
                 raise BadRequest(f"invalid selector: '{text}'; can't understand '{part}'")
             path = path.strip()
             if path not in allowed:
-                raise BadRequest(f"field label not supported: {path}", details={"kind": kind})
+                raise BadRequest(f"field label not supported: {path}")
             terms.append((path, eq, value.strip()))
         return cls(tuple(terms))
 

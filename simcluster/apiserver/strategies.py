@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from simcluster.apiserver.kinds.apiservices import APIServiceStrategy
 from simcluster.apiserver.kinds.crds import CustomResourceDefinitionStrategy
 from simcluster.apiserver.kinds.custom import CustomResourceStrategy
 from simcluster.apiserver.kinds.namespaces import NamespaceStrategy
@@ -42,6 +43,7 @@ STRATEGIES: Mapping[str, StrategyFactory] = MappingProxyType(
         "/resourcequotas": ResourceQuotaStrategy,
         "/serviceaccounts": ServiceAccountStrategy,
         "apiextensions.k8s.io/customresourcedefinitions": CustomResourceDefinitionStrategy,
+        "apiregistration.k8s.io/apiservices": APIServiceStrategy,
         **dict.fromkeys(RBAC_KEYS, RbacStrategy),
         "/configmaps": ConfigMapStrategy,
         "/secrets": SecretStrategy,

@@ -15,7 +15,8 @@ The order the core calls the hooks in, per verb:
 - update/patch: merge → ``prepare_update`` → ``validate_update`` → store (or remove, when a
   terminating object lost its last finalizer);
 - delete: ``grace_period`` → removed at once when 0 and no finalizers, else
-  ``prepare_delete`` and stored as terminating; every removal → ``after_remove``;
+  ``prepare_delete`` and stored as terminating → ``after_mark_deleting`` (follow-ups, not
+  on dry runs, which answer what ``prepare_delete`` made); every removal → ``after_remove``;
 - POST to a subresource the kind serves (pods/binding, serviceaccounts/token):
   ``create_subresource``.
 
@@ -110,7 +111,11 @@ class Strategy:
         return 0
 
     def prepare_delete(self, rt: ResourceType, obj: Obj) -> None:
-        """Adjust an object about to be stored as terminating (deletionTimestamp set)."""
+        """Adjust an object about to be stored as terminating (deletionTimestamp set); no
+        side effects: a dry run answers what this makes and stores nothing."""
+
+    def after_mark_deleting(self, rt: ResourceType, obj: Obj) -> None:
+        """Follow-ups once the object is stored as terminating (not called on dry runs)."""
 
     def after_remove(self, rt: ResourceType, obj: Obj) -> None:
         """Follow-ups once the object is gone from the store."""

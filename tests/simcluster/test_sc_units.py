@@ -31,12 +31,12 @@ def test_label_selector(selector: str, labels: dict[str, str], expected: bool) -
 
 def test_field_selector() -> None:
     allowed = frozenset({"metadata.name", "spec.nodeName", "status.phase"})
-    sel = FieldSelector.parse("spec.nodeName=n1,status.phase!=Failed", allowed, "Pod")
+    sel = FieldSelector.parse("spec.nodeName=n1,status.phase!=Failed", allowed)
     assert sel.matches({"spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})
     assert not sel.matches({"spec": {"nodeName": "n1"}, "status": {"phase": "Failed"}})
-    assert FieldSelector.parse("spec.nodeName=", allowed, "Pod").matches({"spec": {}})
+    assert FieldSelector.parse("spec.nodeName=", allowed).matches({"spec": {}})
     with pytest.raises(BadRequest, match=r"field label not supported: spec\.x"):
-        FieldSelector.parse("spec.x=1", allowed, "Pod")
+        FieldSelector.parse("spec.x=1", allowed)
 
 
 def test_merge_and_json_patch() -> None:

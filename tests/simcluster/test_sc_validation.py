@@ -283,7 +283,8 @@ def test_invalid_objects_get_422_with_upstreams_cause(
     status = r.json()
     assert status["reason"] == "Invalid"
     causes = status["details"]["causes"]
-    assert any(c["field"] == field and fragment in c["message"] for c in causes), causes
+    # an empty field is left out of the cause (omitempty), as upstream encodes it
+    assert any(c.get("field", "") == field and fragment in c["message"] for c in causes), causes
     assert fragment in status["message"]
 
 

@@ -53,6 +53,8 @@ class NamespaceStrategy(Strategy):
         obj["status"] = {"phase": "Terminating"}
         obj["metadata"]["deletionGracePeriodSeconds"] = 0
         obj["metadata"]["deletionTimestamp"] = rfc3339()
+
+    def after_mark_deleting(self, rt: ResourceType, obj: Obj) -> None:
         name = obj["metadata"]["name"]
         call_soon(lambda: self.finalize(name))
 

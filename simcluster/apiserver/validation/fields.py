@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "Cause",
+    "dns1035_label",
     "dns1123_label",
     "dns1123_subdomain",
     "duplicate",
@@ -37,14 +38,20 @@ _LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _SUBDOMAIN_FMT = _LABEL_FMT + r"(\." + _LABEL_FMT + ")*"
 _QUALIFIED_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _LABEL_VALUE_FMT = "(" + _QUALIFIED_FMT + ")?"
+_DNS1035_FMT = "[a-z]([-a-z0-9]*[a-z0-9])?"
 _LABEL = re.compile(_LABEL_FMT)
 _SUBDOMAIN = re.compile(_SUBDOMAIN_FMT)
 _QUALIFIED = re.compile(_QUALIFIED_FMT)
 _LABEL_VALUE = re.compile(_LABEL_VALUE_FMT)
+_DNS1035 = re.compile(_DNS1035_FMT)
 
 _LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
     "and must start and end with an alphanumeric character"
+)
+_DNS1035_MSG = (
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with "
+    "an alphabetic character, and end with an alphanumeric character"
 )
 _SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
@@ -88,6 +95,15 @@ def dns1123_label(value: str) -> tuple[str, ...]:
     errs = [max_len(63)] if len(value) > 63 else []
     if not _LABEL.fullmatch(value):
         errs.append(regex_error(_LABEL_MSG, _LABEL_FMT, "my-name", "123-abc"))
+    return tuple(errs)
+
+
+@functools.lru_cache(maxsize=4096)
+def dns1035_label(value: str) -> tuple[str, ...]:
+    """``IsDNS1035Label``: a label that starts with a letter (API versions, service names)."""
+    errs = [max_len(63)] if len(value) > 63 else []
+    if not _DNS1035.fullmatch(value):
+        errs.append(regex_error(_DNS1035_MSG, _DNS1035_FMT, "my-name", "abc-123"))
     return tuple(errs)
 
 
