@@ -158,8 +158,9 @@ class Cluster:
             self.network.reserve()
         if stand_ins:
             raise_open_file_limit(stand_ins + 1024)
-        if self.process_runtime is not None and self.network.lock_fd is not None:
-            self.process_runtime.inherit(self.network.lock_fd)
+        if self.process_runtime is not None:
+            for fd in self.network.lock_fds:
+                self.process_runtime.inherit(fd)
         await self.server.start()
         self.server.kubeconfig(self.kubeconfig, ADMIN)
         for ns in self.settings.namespaces:

@@ -25,31 +25,47 @@ LOCK_PORT = 47999
 
 
 class PodNetwork:
-    """``reserve()`` returns the first second octet of a free range of ``span`` octets."""
+    """``reserve()`` returns the first second octet of a free range of ``span`` octets.
+
+    Every octet of the range is locked (a socket on ``127.<octet>.0.1``), not only the first:
+    locking the first alone let a one-octet cluster take the second octet of a 400-node
+    cluster's range (seen: a harness test's daemon failed to bind an address a paper-burst
+    cluster's stand-in daemon held)."""
 
     def __init__(self, nodes: int) -> None:
         self.span = max(1, (nodes + 255) // 256)
         self.first = 1
-        self._lock: socket.socket | None = None
+        self._locks: list[socket.socket] = []
 
     def reserve(self) -> int:
-        for first in range(1, 255 - self.span, self.span):
-            lock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            try:
-                lock.bind((f"127.{first}.0.1", LOCK_PORT))
-            except OSError:
-                lock.close()
-                continue
-            self._lock, self.first = lock, first
-            return first
+        for first in range(1, 256 - self.span):
+            locks = self._lock_range(first)
+            if locks:
+                self._locks, self.first = locks, first
+                return first
         raise SimclusterError("no free loopback pod network (too many clusters on this machine)")
 
+    def _lock_range(self, first: int) -> list[socket.socket]:
+        """Locks on every octet of the range from ``first``; none if one is taken."""
+        locks: list[socket.socket] = []
+        for octet in range(first, first + self.span):
+            lock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                lock.bind((f"127.{octet}.0.1", LOCK_PORT))
+            except OSError:
+                lock.close()
+                for held in locks:
+                    held.close()
+                return []
+            locks.append(lock)
+        return locks
+
     @property
-    def lock_fd(self) -> int | None:
-        """The lock socket's descriptor, for pod processes to inherit (None before reserve)."""
-        return self._lock.fileno() if self._lock is not None else None
+    def lock_fds(self) -> tuple[int, ...]:
+        """The lock sockets' descriptors, for pod processes to inherit (none before reserve)."""
+        return tuple(lock.fileno() for lock in self._locks)
 
     def release(self) -> None:
-        if self._lock is not None:
-            self._lock.close()
-            self._lock = None
+        for lock in self._locks:
+            lock.close()
+        self._locks = []

@@ -74,8 +74,8 @@ async def test_a_pod_holds_its_clusters_pod_network_until_it_exits(tmp_path: Pat
     network = PodNetwork(nodes=1)
     first = network.reserve()
     runtime = _runtime(tmp_path)
-    assert network.lock_fd is not None
-    runtime.inherit(network.lock_fd)
+    (fd,) = network.lock_fds
+    runtime.inherit(fd)
     sandbox = _sandbox("holder")
     await runtime.start(sandbox)
     network.release()  # the cluster is gone; its pod is not

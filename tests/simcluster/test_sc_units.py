@@ -173,3 +173,19 @@ def test_pod_networks_do_not_collide_between_clusters() -> None:
     finally:
         first.release()
         second.release()
+
+
+def test_a_small_pod_network_never_lands_inside_a_big_ones_range() -> None:
+    """A 400-node cluster spans two second octets, and both are its: a one-octet cluster
+    reserved after it takes neither (only the first was locked once)."""
+    from simcluster.network import PodNetwork
+
+    big, small = PodNetwork(400), PodNetwork(1)
+    try:
+        b = big.reserve()
+        s = small.reserve()
+        assert s not in range(b, b + big.span)
+        assert len(big.lock_fds) == big.span == 2
+    finally:
+        big.release()
+        small.release()
