@@ -43,7 +43,7 @@ HARNESS_STAMP := $(HARNESS_VENV)/.installed
 $(HARNESS_STAMP): sdk/pyproject.toml
 	@test -x $(HARNESS_VENV)/bin/python || $(PYTHON) -m venv $(HARNESS_VENV)
 	$(HARNESS_VENV)/bin/pip install -q --upgrade pip
-	PYTHONWARNINGS="ignore:Editable installation" $(HARNESS_VENV)/bin/pip install -q -e './sdk[mini-swe-agent]'
+	PYTHONWARNINGS="ignore:Editable installation" $(HARNESS_VENV)/bin/pip install -q -e './sdk[mini-swe-agent,swe-rex]'
 	@touch $@
 
 harness-venv: $(HARNESS_STAMP)

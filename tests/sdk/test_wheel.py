@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: blocking twin's portal (anyio), the wire models (msgspec).
 REQUIREMENTS = {"aiohttp>=3.10", "anyio>=4.4", "msgspec>=0.18"}
 #: The agent harnesses (sandman.integrations), each only with its extra.
-EXTRAS = {"mini-swe-agent": "mini-swe-agent<3,>=2.0"}
+EXTRAS = {"mini-swe-agent": "mini-swe-agent<3,>=2.0", "swe-rex": "swe-rex<2,>=1.4"}
 #: Importable in the dev environment, and must not be in the trainer's.
 SERVER_AND_DEV_MODULES = [
     "kube", "controller", "facade", "scheduler", "daemon", "simcluster", "devstack", "load",
@@ -41,7 +41,7 @@ import importlib.util, json, sys
 import sandman
 from sandman import AsyncSandman, Sandman, SandmanError
 import sandman.cli, sandman.wire.facade, sandman.wire.daemon
-import sandman.integrations.mini_swe_agent  # without its harness installed
+import sandman.integrations.mini_swe_agent, sandman.integrations.swerex  # without the harnesses
 print(json.dumps({
     "file": sandman.__file__,
     "all": sorted(sandman.__all__),
