@@ -53,6 +53,9 @@ async def _sessions(runtime: Any) -> dict[str, Any]:
     steps["check_silent"] = await act("exit_code_is() { return 3; }; exit_code_is", check="silent")
     steps["check_ignore"] = await act("false", check="ignore")
     steps["syntax"] = await act("(a")
+    runtime.check_syntax = False
+    steps["syntax_unchecked"] = await act("(a", check="silent")
+    runtime.check_syntax = True
     steps["timeout"] = await act("sleep 10", timeout=0.5)
     steps["after_timeout"] = await act("echo alive")
     steps["interrupt"] = await _outcome(runtime.run_in_session(BashInterruptAction()))

@@ -52,6 +52,8 @@ class SandmanDeploymentConfig(BaseModel):
     """Environment variables of every command in the sandbox."""
     startup_timeout: float | None = None
     """Seconds to wait for the sandbox to be ready (None: the SDK's default)."""
+    check_syntax: bool = True
+    """``bash -n`` before each session command, as SWE-ReX does (one more exec per action)."""
 
     type: Literal["sandman"] = "sandman"
     """Discriminator, as SWE-ReX's deployment configs have."""
@@ -125,7 +127,9 @@ class SandmanDeployment(AbstractDeployment):
             await client.aclose()
             raise
         self._client, self._sandbox = client, sandbox
-        self._runtime = SandmanRuntime(sandbox, logger=self.logger)
+        self._runtime = SandmanRuntime(
+            sandbox, check_syntax=config.check_syntax, logger=self.logger
+        )
         self.logger.info("Sandbox %s of %s is ready", sandbox.id, config.image)
 
     async def stop(self) -> None:
