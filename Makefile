@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 APT_PACKAGES := bubblewrap busybox-static binutils containerd runc docker-registry gcc libc6-dev
 BUNDLE_DIR := build/daemon-bundle
 
-.PHONY: demo test lint typecheck imports generate pytest system-deps venv bundle images bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst bench-faults bench-soak bench-cri simcluster clean
+.PHONY: harness-venv demo test lint typecheck imports generate pytest system-deps venv bundle images bench-daemon bench-scheduler bench-simcluster bench-controller bench-controller-burst bench-facade bench-burst bench-faults bench-soak bench-cri simcluster clean
 
 demo: system-deps $(STAMP)
 	$(BIN)/sandman-dev demo
@@ -35,6 +35,19 @@ $(STAMP): pyproject.toml sdk/pyproject.toml devtools/pyproject.toml
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q -e ./sdk -e . -e ./devtools
 	@touch $@
 
+# The agent harnesses' environment (tests/integrations): a trainer's install of the SDK with
+# its harness extras, beside the development venv and not in it: mini-swe-agent pulls in
+# litellm, whose boto3 pins python-dateutil<3 where kubernetes 37 needs >=3.
+HARNESS_VENV  := .venv-harnesses
+HARNESS_STAMP := $(HARNESS_VENV)/.installed
+$(HARNESS_STAMP): sdk/pyproject.toml
+	@test -x $(HARNESS_VENV)/bin/python || $(PYTHON) -m venv $(HARNESS_VENV)
+	$(HARNESS_VENV)/bin/pip install -q --upgrade pip
+	PYTHONWARNINGS="ignore:Editable installation" $(HARNESS_VENV)/bin/pip install -q -e './sdk[mini-swe-agent,swe-rex]'
+	@touch $@
+
+harness-venv: $(HARNESS_STAMP)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -55,7 +68,7 @@ generate: $(STAMP)
 # most tests wait on real processes and sockets, so on the 2-core CI machine the suite took
 # 643 s with two workers against 984 s serially (2026-12-01, docs/benchmarks/test-suite.md).
 PYTEST_WORKERS ?= 2
-pytest: $(STAMP)
+pytest: $(STAMP) $(HARNESS_STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bundle: $(STAMP)
@@ -115,4 +128,4 @@ bench-soak: system-deps $(STAMP)
 	$(BIN)/python -m load.soak $(SOAK_ARGS)
 
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .ruff_cache *.egg-info sdk/*.egg-info devtools/*.egg-info
+	rm -rf $(VENV) $(HARNESS_VENV) build dist .mypy_cache .ruff_cache *.egg-info sdk/*.egg-info devtools/*.egg-info

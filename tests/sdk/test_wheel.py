@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 #: What the SDK needs, and nothing else: the facade connection and tool calls (aiohttp), the
 #: blocking twin's portal (anyio), the wire models (msgspec).
 REQUIREMENTS = {"aiohttp>=3.10", "anyio>=4.4", "msgspec>=0.18"}
+#: The agent harnesses (sandman.integrations), each only with its extra.
+EXTRAS = {"mini-swe-agent": "mini-swe-agent<3,>=2.0", "swe-rex": "swe-rex<2,>=1.4"}
 #: Importable in the dev environment, and must not be in the trainer's.
 SERVER_AND_DEV_MODULES = [
     "kube", "controller", "facade", "scheduler", "daemon", "simcluster", "devstack", "load",
@@ -39,6 +41,7 @@ import importlib.util, json, sys
 import sandman
 from sandman import AsyncSandman, Sandman, SandmanError
 import sandman.cli, sandman.wire.facade, sandman.wire.daemon
+import sandman.integrations.mini_swe_agent, sandman.integrations.swerex  # without the harnesses
 print(json.dumps({
     "file": sandman.__file__,
     "all": sorted(sandman.__all__),
@@ -82,7 +85,12 @@ def test_the_wheel_declares_only_what_the_sdk_uses(wheel: Path) -> None:
         points = next(n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt"))
         entry_points = zf.read(points).decode()
     assert meta["Name"] == "sandman"
-    assert set(meta.get_all("Requires-Dist") or []) == REQUIREMENTS
+    requires = set(meta.get_all("Requires-Dist") or [])
+    assert {r for r in requires if "extra ==" not in r} == REQUIREMENTS
+    assert {r for r in requires if "extra ==" in r} == {
+        f'{requirement}; extra == "{extra}"' for extra, requirement in EXTRAS.items()
+    }
+    assert set(meta.get_all("Provides-Extra") or []) == set(EXTRAS)
     assert "sandman = sandman.cli:main" in entry_points
     assert entry_points.count("=") == 1, entry_points
 
