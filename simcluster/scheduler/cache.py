@@ -199,7 +199,8 @@ class ClusterCache:
         elif self.forget(meta["uid"]):
             self.on_change()
         key = (meta["namespace"], meta["name"])
-        if etype != "DELETED" and not node and not meta.get("deletionTimestamp") and _ours(spec):
+        waiting = not node and phase not in TERMINAL and not meta.get("deletionTimestamp")
+        if etype != "DELETED" and waiting and _ours(spec):
             if key not in self.pending or _respec(pod, old):
                 self.pending[key] = pod
                 self.on_pending(key)

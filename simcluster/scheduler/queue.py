@@ -61,6 +61,7 @@ class SchedulingQueue:
     def retry(self, key: PodKey) -> None:
         """It failed for another reason (its bind): try again after its back-off."""
         self._failed(key)
+        self._unschedulable.pop(key, None)  # (a failed status write after the verdict)
         self._backoff[key] = self._until[key]
         self.wake.set()
 

@@ -18,12 +18,13 @@ from simcluster.embedded import EmbeddedCluster
 from simcluster.kubelet.settings import NodeSettings
 from simcluster.profile import load_profile
 from simcluster.scheduler import SchedulerSettings
-from tests.support.kubectl import Kubectl
+from tests.support.kubectl import Kubectl, admin_http
 from tests.support.wait import wait_until
 
 NODE = NodeSettings(cpu="2", memory="4Gi", max_pods=10, start_latency_s=0.02, lease_interval_s=1)
 #: Short back-offs: a retry after a cluster change comes within a test's patience.
 HOSTNAME = "kubernetes.io/hostname"
+SCHEDULER = "system:kube-scheduler"
 FAST = SchedulerSettings(enabled=True, backoff_initial_s=0.05, backoff_max_s=0.2)
 
 
@@ -178,6 +179,34 @@ def test_too_many_pods_and_memory_are_reasons_too(
     v1.create_namespaced_pod("t", huge)
     message = wait_until(lambda: (scheduled(v1, "huge") or client.V1PodCondition("", "")).message)
     assert message == "0/3 nodes are available: 3 Insufficient memory."
+
+
+def test_a_failed_bind_is_retried_after_its_backoff(
+    sim: tuple[EmbeddedCluster, client.CoreV1Api],
+) -> None:
+    """The scheduler's writes fail (injected 500s for its user only): the pod is tried again
+    after its back-off, without any change in the cluster, and binds once writes succeed."""
+    cluster, v1 = sim
+    with admin_http(cluster.kubeconfig) as http:
+        fault = {"kind": "api-errors", "verb": "create", "rate": 1.0, "code": 500}
+        assert http.post("/admin/faults", json={**fault, "user": SCHEDULER}).status_code == 200
+        v1.create_namespaced_pod("t", pod("unlucky"))
+
+        def failed_binds() -> int:
+            text = http.get("/metrics").text
+            return sum(
+                1
+                for line in text.splitlines()
+                if line.startswith("apiserver_request_total{")
+                and f'user="{SCHEDULER}"' in line
+                and 'subresource="binding"' in line
+                and 'code="500"' in line
+            )
+
+        wait_until(failed_binds, what="the scheduler's bind to fail")
+        assert v1.read_namespaced_pod("unlucky", "t").spec.node_name is None
+        assert http.post("/admin/faults", json={"kind": "clear"}).status_code == 200
+    assert wait_until(lambda: running_on(v1, "unlucky")) in {"node-0", "node-1", "node-2"}
 
 
 def test_off_switch_leaves_default_pods_pending() -> None:
