@@ -181,6 +181,7 @@ class Cluster:
         say(f"API server at {self.server.url}")
         if self.scheduler is not None:
             await self.scheduler.start()
+            say("default scheduler: on (binds pods of default-scheduler; Sandman's are its own)")
         await self.add_nodes(self.settings.nodes, progress)
         if any(self.foreign.values()):
             await self._foreign_pods(say)
