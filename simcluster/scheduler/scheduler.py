@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 #: kube-scheduler's identity (upstream binds it to the ``system:kube-scheduler`` ClusterRole).
 SCHEDULER_USER = User("system:kube-scheduler", ())
 _INSTANCE = f"{DEFAULT_SCHEDULER_NAME}-simcluster"
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
 
 
 class TokenBucket:
@@ -113,7 +114,10 @@ class DefaultScheduler:
         if pod is None:
             return
         if (pod.get("spec") or {}).get("schedulingGates"):
-            return  # gated (not modelled further): an update that lifts the gates re-adds it
+            # upstream's SchedulingGates PreEnqueue: not tried, no event; lifting the gates is
+            # a spec change, which queues it again
+            await self._condition(pod, GATED_MESSAGE, "SchedulingGated")
+            return
         try:
             info = pod_info(pod)
         except SimclusterError as e:
@@ -158,21 +162,17 @@ class DefaultScheduler:
         await self._condition(pod, message)
         await self._failed_event(pod, message)
 
-    async def _condition(self, pod: Obj, message: str) -> None:
-        """``PodScheduled=False`` / ``Unschedulable`` with ``message``, if not so already."""
+    async def _condition(self, pod: Obj, message: str, reason: str = "Unschedulable") -> None:
+        """``PodScheduled=False`` with ``reason`` and ``message``, if not so already."""
         conditions = (pod.get("status") or {}).get("conditions") or ()
         now: Obj = next((c for c in conditions if c.get("type") == "PodScheduled"), {})
-        if (now.get("status"), now.get("reason"), now.get("message")) == (
-            "False",
-            "Unschedulable",
-            message,
-        ):
+        if (now.get("status"), now.get("reason"), now.get("message")) == ("False", reason, message):
             return
         since = now.get("lastTransitionTime") if now.get("status") == "False" else None
         condition = {
             "type": "PodScheduled",
             "status": "False",
-            "reason": "Unschedulable",
+            "reason": reason,
             "message": message,
             "lastProbeTime": None,
             "lastTransitionTime": since or rfc3339(),

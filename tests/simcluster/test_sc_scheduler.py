@@ -209,6 +209,25 @@ def test_a_failed_bind_is_retried_after_its_backoff(
     assert wait_until(lambda: running_on(v1, "unlucky")) in {"node-0", "node-1", "node-2"}
 
 
+def test_a_gated_pod_waits_for_its_gates_to_be_lifted(
+    sim: tuple[EmbeddedCluster, client.CoreV1Api],
+) -> None:
+    _, v1 = sim
+    v1.create_namespaced_pod("t", pod("gated", schedulingGates=[{"name": "example.com/quota"}]))
+
+    def gated() -> client.V1PodCondition:
+        condition = scheduled(v1, "gated")
+        assert condition is not None and condition.reason == "SchedulingGated"
+        return condition
+
+    condition = wait_until(gated)
+    assert condition.status == "False"
+    assert condition.message == "Scheduling is blocked due to non-empty scheduling gates"
+    assert events(v1, "gated") == []  # upstream records no event for a gated pod
+    v1.patch_namespaced_pod("gated", "t", {"spec": {"schedulingGates": None}})
+    assert wait_until(lambda: running_on(v1, "gated")) in {"node-0", "node-1", "node-2"}
+
+
 def test_off_switch_leaves_default_pods_pending() -> None:
     settings = load_profile("ci", {"scheduler.enabled": "false"})
     assert not settings.scheduler.enabled and load_profile("ci").scheduler.enabled
