@@ -30,6 +30,7 @@ from simcluster.kubelet.stand_in import StandInRuntime, raise_open_file_limit
 from simcluster.network import PodNetwork
 from simcluster.pools import NodePool, PlannedNode, node_plan
 from simcluster.quantity import format_cpu, format_memory, to_milli, to_units
+from simcluster.scheduler import SCHEDULER_USER, DefaultScheduler, SchedulerSettings
 
 __all__ = ["ADMIN", "RUNTIME_LABEL", "Cluster", "ClusterSettings"]
 
@@ -70,6 +71,8 @@ class ClusterSettings:
     #: The process runtime's binds into every pod (``ProcessSettings.binds``):
     #: ``(path in the sandbox, host path)``, read-only.
     process_binds: tuple[tuple[str, str], ...] = ()
+    #: The default scheduler (simcluster/scheduler/): binds pods of ``default-scheduler``.
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
 
     def __post_init__(self) -> None:
         if self.pools and sum(p.count for p in self.pools) != self.nodes:
@@ -135,6 +138,10 @@ class Cluster:
         self.kubeconfig = workdir / "kubeconfig"
         self.kubeconfigs: dict[str, Path] = {}
         self._admin = LocalClient(self.server.dispatcher, ADMIN)
+        self.scheduler: DefaultScheduler | None = None
+        if settings.scheduler.enabled:
+            client = LocalClient(self.server.dispatcher, SCHEDULER_USER)
+            self.scheduler = DefaultScheduler(settings.scheduler, self.server.store, client)
 
     def _runtime(self, settings: ClusterSettings, workdir: Path) -> Runtime:
         if settings.runtime == "process":
@@ -173,6 +180,9 @@ class Cluster:
                 self.workdir / fname, service_account_user(ns, name)
             )
         say(f"API server at {self.server.url}")
+        if self.scheduler is not None:
+            await self.scheduler.start()
+            say("default scheduler: on (binds pods of default-scheduler; Sandman's are its own)")
         await self.add_nodes(self.settings.nodes, progress)
         if any(self.foreign.values()):
             await self._foreign_pods(say)
@@ -262,6 +272,8 @@ class Cluster:
         tmp.replace(index)
 
     async def stop(self) -> None:
+        if self.scheduler is not None:
+            await self.scheduler.stop()
         if self.cri is not None:
             await self.cri.close()
         await asyncio.gather(*(k.stop() for k in self.kubelets.values()))

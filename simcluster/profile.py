@@ -12,7 +12,7 @@ overrides one pool. A profile without pools is the single pool of ``nodes`` it a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from simcluster.kubelet.images import PullSettings
 from simcluster.kubelet.settings import NodeSettings
 from simcluster.pools import NodePool
 from simcluster.quantity import to_units
+from simcluster.scheduler.settings import SchedulerSettings
 
 __all__ = ["ProfileError", "builtin_profiles", "load_profile", "parse_profile"]
 
@@ -43,6 +44,7 @@ _TOP = {
     "cri_socket",
     "pools",
     "process",
+    "scheduler",
 }
 _API = {
     "history",
@@ -170,6 +172,7 @@ def parse_profile(data: Mapping[str, Any]) -> ClusterSettings:
             cri_socket=str(data.get("cri_socket", "")),
             pools=pools,
             process_binds=_process_binds(data.get("process") or {}),
+            scheduler=_scheduler(data.get("scheduler") or {}),
         )
     except (TypeError, ValueError, BadRequest) as e:
         raise ProfileError(f"invalid profile value: {e}") from e
@@ -187,6 +190,18 @@ def _process_binds(process: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
         if not (target.startswith("/") and source.startswith("/")):
             raise ProfileError(f"process.binds: {target!r} -> {source!r}: both must be absolute")
     return out
+
+
+def _scheduler(section: Mapping[str, Any]) -> SchedulerSettings:
+    """``scheduler``: the default scheduler's settings (simcluster/scheduler/settings.py);
+    a key left out keeps the dataclass's default."""
+    if not isinstance(section, Mapping):
+        raise ProfileError("scheduler must be a mapping of settings")
+    defaults = SchedulerSettings()
+    _check("scheduler", section, {f.name for f in fields(SchedulerSettings)})
+    if "enabled" in section and not isinstance(section["enabled"], bool):
+        raise ProfileError(f"scheduler.enabled: {section['enabled']!r} is not true or false")
+    return replace(defaults, **{k: type(getattr(defaults, k))(v) for k, v in section.items()})
 
 
 def _server(api: Mapping[str, Any], seed: int) -> ServerSettings:

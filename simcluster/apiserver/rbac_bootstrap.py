@@ -5,9 +5,10 @@ and read health and version — upstream grants that to every authenticated user
 ``system:discovery``, ``system:basic-user`` and ``system:public-info-viewer``; ``/metrics``
 needs ``system:monitoring`` (bound to that group) or a rule of one's own. ``cluster-admin``
 is bound to ``system:masters`` (who are allowed anyway, by the privileged-group rule) and is
-the role an operator binds for a full-access user. The rules are upstream's
-(``plugin/pkg/auth/authorizer/rbac/bootstrappolicy``) for these roles. The aggregated
-``admin``/``edit``/``view`` roles are not written out: bind explicit rules instead.
+the role an operator binds for a full-access user; ``system:kube-scheduler`` (bound to that
+user) is what simcluster's default scheduler needs of upstream's role of that name. The rules
+are upstream's (``plugin/pkg/auth/authorizer/rbac/bootstrappolicy``) for these roles. The
+aggregated ``admin``/``edit``/``view`` roles are not written out: bind explicit rules instead.
 """
 
 from __future__ import annotations
@@ -37,14 +38,29 @@ def _role(name: str, rules: list[Obj]) -> Obj:
     return {"metadata": {"name": name, **_META}, "rules": rules}
 
 
-def _binding(name: str, role: str, groups: list[str]) -> Obj:
+def _binding(name: str, role: str, groups: list[str], kind: str = "Group") -> Obj:
     return {
         "metadata": {"name": name, **_META},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
         "subjects": [
-            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g} for g in groups
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": g} for g in groups
         ],
     }
+
+
+#: What simcluster's default scheduler (simcluster/scheduler/) does, of upstream's
+#: ``system:kube-scheduler`` rules: read nodes and pods, bind, write pod status and events.
+_SCHEDULER_RULES = [
+    {
+        "apiGroups": ["", "events.k8s.io"],
+        "resources": ["events"],
+        "verbs": ["create", "patch", "update"],
+    },
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete", "get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["bindings", "pods/binding"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
+]  # fmt: skip
 
 
 def bootstrap_objects() -> list[tuple[str, Obj]]:
@@ -93,6 +109,7 @@ def bootstrap_objects() -> list[tuple[str, Obj]]:
             "clusterroles",
             _role("system:monitoring", [{"nonResourceURLs": _MONITORING_URLS, "verbs": ["get"]}]),
         ),
+        ("clusterroles", _role("system:kube-scheduler", _SCHEDULER_RULES)),
         ("clusterrolebindings", _binding("cluster-admin", "cluster-admin", ["system:masters"])),
         (
             "clusterrolebindings",
@@ -106,6 +123,12 @@ def bootstrap_objects() -> list[tuple[str, Obj]]:
                 "system:public-info-viewer",
                 "system:public-info-viewer",
                 ["system:authenticated", "system:unauthenticated"],
+            ),
+        ),
+        (
+            "clusterrolebindings",
+            _binding(
+                "system:kube-scheduler", "system:kube-scheduler", ["system:kube-scheduler"], "User"
             ),
         ),
     ]
