@@ -57,18 +57,13 @@ class TenancyError(ValueError):
 class StandingPool:
     """A standing pool of one tenant: ``min`` unclaimed pool sandboxes of (image, class) kept
     at all times, never more than ``max`` of the pool's pods alive at once (claimed ones
-    included: a claimed pod counts until it is gone). docs/operator-guide.md, "Standing
-    pools"."""
+    included: a claimed pod counts until it is gone; absent in the file: the tenant's
+    ``max_sandboxes``). docs/operator-guide.md, "Standing pools"."""
 
     image: str
-    sandbox_class: str = DEFAULT_CLASS
-    min: int = 1
-    #: None in the file: ``min`` (no headroom for claimed pods still alive).
-    max: int | None = None
-
-    @property
-    def most(self) -> int:
-        return self.min if self.max is None else self.max
+    sandbox_class: str
+    min: int
+    max: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -207,13 +202,10 @@ def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
             max_waits=_limit(entry, "max_waits"),
             allowed_classes=_names(entry, "allowed_classes"),
             allowed_registries=_names(entry, "allowed_registries"),
-            pools=_pools(entry.get("pools"), index),
         )
         digests = [str(d).lower() for d in entry["token_sha256"]]
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise TenancyError(f"tenants[{index}]: {exc!r}") from exc
-    except TenancyError:
-        raise
     if not _LABEL_VALUE.fullmatch(tenant.name):
         raise TenancyError(f"tenants[{index}]: name {tenant.name!r} is not a label value")
     if not _DNS_LABEL.fullmatch(tenant.namespace):
@@ -231,6 +223,8 @@ def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
         raise TenancyError(f"tenants[{index}]: limits must be finite and positive")
     if not digests or any(len(d) != 64 for d in digests):
         raise TenancyError(f"tenants[{index}]: token_sha256 must list SHA-256 hex digests")
+    pools = _pools(entry.get("pools"), index, tenant.max_sandboxes)
+    tenant = dataclasses.replace(tenant, pools=pools)
     _check_pools(tenant, index)
     return tenant, digests
 
@@ -238,17 +232,19 @@ def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
 _POOL_KEYS = frozenset({"image", "class", "min", "max"})
 
 
-def _pools(entries: Any, index: int) -> tuple[StandingPool, ...]:
+def _pools(entries: Any, index: int, default_max: int) -> tuple[StandingPool, ...]:
     """A tenant entry's ``pools`` list: each entry's shape (``_check_pools`` checks them
     against the tenant's limits once the tenant is built)."""
     if entries is None:
         return ()
     if not isinstance(entries, list):
         raise TenancyError(f"tenants[{index}]: pools must be a list of {{image, class, min, max}}")
-    return tuple(_pool(entry, f"tenants[{index}].pools[{i}]") for i, entry in enumerate(entries))
+    return tuple(
+        _pool(entry, f"tenants[{index}].pools[{i}]", default_max) for i, entry in enumerate(entries)
+    )
 
 
-def _pool(entry: Any, where: str) -> StandingPool:
+def _pool(entry: Any, where: str, default_max: int) -> StandingPool:
     if not isinstance(entry, dict):
         raise TenancyError(f"{where}: must be a mapping {{image, class, min, max}}")
     unknown = sorted(str(k) for k in set(entry) - _POOL_KEYS)
@@ -266,11 +262,12 @@ def _pool(entry: Any, where: str) -> StandingPool:
         raise TenancyError(f"{where} ({image}): min and max must be whole numbers")
     if counts[0] is None:
         raise TenancyError(f"{where} ({image}): min is required (0 keeps none warm)")
-    pool = StandingPool(image, sandbox_class, counts[0], counts[1])
-    if not 0 <= pool.min <= pool.most or pool.most < 1:
+    most = default_max if counts[1] is None else counts[1]
+    pool = StandingPool(image, sandbox_class, counts[0], most)
+    if not 0 <= pool.min <= pool.max or pool.max < 1:
         raise TenancyError(
             f"{where} ({image}): needs 0 <= min <= max and max >= 1 (min {pool.min}, "
-            f"max {pool.most})"
+            f"max {pool.max})"
         )
     return pool
 
@@ -281,10 +278,9 @@ def _check_pools(tenant: Tenant, index: int) -> None:
     seen: dict[tuple[str, str], int] = {}
     for i, pool in enumerate(tenant.pools):
         where = f"tenants[{index}] ({tenant.name}).pools[{i}] ({pool.image})"
-        if pool.most > tenant.max_sandboxes:
+        if pool.max > tenant.max_sandboxes:
             raise TenancyError(
-                f"{where}: max {pool.most} exceeds the tenant's max_sandboxes "
-                f"{tenant.max_sandboxes}"
+                f"{where}: max {pool.max} exceeds the tenant's max_sandboxes {tenant.max_sandboxes}"
             )
         key = (pool.image, pool.sandbox_class)
         if key in seen:
