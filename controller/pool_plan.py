@@ -72,7 +72,7 @@ class Standing:
 
     min: int
     max: int
-    #: ``status.pool.nextSlot``: every slot below it was used once.
+    #: ``status.nextSlot``: every slot below it was used once.
     next_slot: int = 0
 
 

@@ -21,7 +21,7 @@ Standing pools (``standing`` on the spec, :class:`StandingPool`): an operator's
 long-lived pool of one (image, class) from the tenant's configuration, written by the
 facade and never expiring: the filler keeps ``min`` unclaimed pool sandboxes and at most
 ``max`` of the pool's pods alive (claimed ones included), refilling as claims drain it,
-under slot numbers that only grow (``status.pool.nextSlot``: a claimed slot is never
+under slot numbers that only grow (``status.nextSlot``: a claimed slot is never
 re-used).
 
 Why "count" per image: the controller turns the number of sandboxes a trainer expects into
@@ -148,9 +148,6 @@ class PoolProgress(msgspec.Struct, kw_only=True, rename="camel"):
     created: int = 0
     ready: int = 0
     claimed: int = 0
-    #: A standing pool's next slot number: every slot below it was used once and is never
-    #: created again (written before the slots above it are created).
-    next_slot: int = 0
 
 
 class PreparationStatus(msgspec.Struct, kw_only=True, rename="camel", omit_defaults=True):
@@ -168,6 +165,9 @@ class PreparationStatus(msgspec.Struct, kw_only=True, rename="camel", omit_defau
     ready_at: datetime | None = None
     updated_at: datetime | None = None
     pool: PoolProgress | None = None
+    #: A standing pool's next slot number (the pool filler's, patched on its own before it
+    #: creates the slots below it): every slot below it was used once, never created again.
+    next_slot: int = 0
 
 
 class PrepareImages(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
