@@ -37,7 +37,8 @@ class PoolMetrics:
         )
         self.deletes = Counter(
             "sandman_pool_deletes",
-            "Unclaimed pool pods deleted, by reason: expired, failed, node_lost.",
+            "Unclaimed pool pods deleted, by reason: expired, failed, node_lost, excess (a "
+            "standing pool above its min).",
             ["reason"],
             registry=registry,
         )

@@ -20,7 +20,8 @@ tenants:
   - name: team-b
     token_sha256: [...]
     # standing pools (facade/standing.py): `min` unclaimed sandboxes of (image, class) kept
-    # warm, at most `max` of the pool's pods alive at once (absent: min)
+    # warm, at most `max` of the pool's pods alive at once, claimed ones included (absent: the
+    # tenant's max_sandboxes)
     pools: [{image: registry.example/swe-base:1, class: tiny, min: 50, max: 200}]
 ```
 
