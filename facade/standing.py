@@ -101,8 +101,10 @@ def standing_object(
         pool_token=minter.pool_token_for(tenant.namespace, name),
         expires_at=None,
     )
+    # The image's count is the reserve (what starts at once from it), not max: the image
+    # preparer sizes the nodes that pull it by the count (docs/node-agent.md).
     spec = PreparationSpec(
-        images=[ImageRequest(image=pool.image, count=pool.max)],
+        images=[ImageRequest(image=pool.image, count=max(1, pool.min))],
         sandboxes=True,
         sandbox_class=pool.sandbox_class,
         pod_template=template,
