@@ -110,7 +110,8 @@ def standing_object(
         pod_template=template,
         standing=StandingSizes(min=pool.min, max=pool.max, tenant_limit=tenant.max_sandboxes),
     )
-    raw = msgspec.to_builtins(spec)
+    # Without the unset fields (deadline, expiresAt): an API server prunes nulls anyway.
+    raw = {k: v for k, v in msgspec.to_builtins(spec).items() if v is not None}
     digest = hashlib.sha256(msgspec.json.encode(raw, order="sorted")).hexdigest()[:32]
     return {
         "apiVersion": IMAGE_PREPARATIONS.api_version,
