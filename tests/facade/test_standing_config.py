@@ -132,7 +132,7 @@ def test_generated_pools_load_exactly_when_valid(
     if _acceptable(entries):
         (tenant,) = load_config(path).tenants.tenants()
         assert [(p.image, p.sandbox_class, p.min, p.max) for p in tenant.pools] == [
-            (e["image"], e.get("class", "tiny"), e["min"], e.get("max", _LIMIT)) for e in entries
+            (e["image"], e.get("class", "tiny"), e["min"], e.get("max") or _LIMIT) for e in entries
         ]
     else:
         with pytest.raises(ConfigError, match=r"team-a|tenants\[0\]"):
