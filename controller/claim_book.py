@@ -9,7 +9,10 @@ interleaving (tests/controller/test_claim_book.py) without a cluster.
 What it knows:
 
 - **pool pods** per (namespace, image, class), in the order they arrived (the oldest are
-  handed out first: they have waited longest);
+  handed out first: they have waited longest), announced ones before a standing pool's
+  (``sandman.io/standing``): an announced pod is deleted when its announcement ends, so
+  handing it out first wastes none of what was created for the step, while a standing pool
+  refills what it gives and keeps its pods for the next step;
 - **claimed pods**: every pod name a SandboxClaim names, from the claims' watch, and those
   of the claims this leader wrote before the watch showed them (:meth:`settle`) — kept
   while the claim exists, even once the pod is gone (a deterministic slot name a claim
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 
 from kube.cache import Obj
 from kube.contract import LABEL_CLASS
-from kube.pool_contract import LABEL_POOL
+from kube.pool_contract import LABEL_POOL, LABEL_STANDING
 
 __all__ = ["ClaimBook", "PoolKey", "pod_ready", "pool_key"]
 
@@ -70,6 +73,7 @@ class _PoolPod:
     node: str
     ready: bool
     pool: str
+    standing: bool = False
 
 
 class ClaimBook:
@@ -94,9 +98,10 @@ class ClaimBook:
         if key is None:
             return
         meta, spec = pod["metadata"], pod.get("spec") or {}
-        pool = str((meta.get("labels") or {}).get(LABEL_POOL))
+        labels = meta.get("labels") or {}
+        pool, standing = str(labels.get(LABEL_POOL)), labels.get(LABEL_STANDING) == "true"
         name, node = str(meta.get("name")), str(spec.get("nodeName") or "")
-        entry = _PoolPod(name, node, pod_ready(pod), pool)
+        entry = _PoolPod(name, node, pod_ready(pod), pool, standing)
         self._pools.setdefault(key, {})[entry.name] = entry
         self._live.add(f"{key[0]}/{entry.name}")
 
@@ -145,16 +150,17 @@ class ClaimBook:
         return f"{namespace}/{pod}" in self._claimed
 
     def available(self, key: PoolKey) -> list[str]:
-        """The pods a claim on ``key`` could take now, oldest first."""
+        """The pods a claim on ``key`` could take now: announced ones first, oldest first."""
         ns = key[0]
-        return [
-            p.name
+        found = [
+            p
             for p in self._pools.get(key, {}).values()
             if p.ready
             and f"{ns}/{p.name}" not in self._claimed
             and f"{ns}/{p.name}" not in self._held
             and self._node_ok(p.node)
         ]
+        return [p.name for p in sorted(found, key=lambda p: p.standing)]
 
     def counts(self, key: PoolKey) -> dict[str, int]:
         """Pool pods by state: ready (offered), claimed, held, not_ready (starting or

@@ -31,6 +31,12 @@ AlreadyExists is a success — so a restart, a leader change or a watch gap mid-
 most one extra POST per slot, never a second pod (tests/controller/test_pools.py restarts
 the controller mid-fill).
 
+**Standing pools** (``spec.standing``: the tenant's configuration, written by the facade,
+facade/standing.py) go through the same decision: never expiring, kept at ``min`` as claims
+drain them, within ``max`` and the tenant's quota (controller/standing.py); a growing pool's
+next slot is merge-patched into ``status.nextSlot`` *before* the slots below it are
+created, so a restart never hands a claimed slot's name to a new pod.
+
 **Visible.** The pool's counts (wanted, created, ready, claimed) are merge-patched into the
 announcement's ``status.pool`` (the image preparer's patches never name that key), only when
 they changed and at most every ``status_interval_s``; metrics ``sandman_pool_*``.
@@ -40,18 +46,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import msgspec
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from controller.claim_book import ClaimBook, pod_ready
 from controller.claims import node_ok
 from controller.placement import PlacementService
+from controller.pool_metrics import PoolMetrics, StandingMetrics
 from controller.pool_plan import (
     Announcement,
     Create,
@@ -60,6 +68,14 @@ from controller.pool_plan import (
     PoolPodState,
     plan,
     wanted_names,
+)
+from controller.standing import (
+    next_slot_of,
+    record_slots,
+    room,
+    standing_of,
+    standing_progress,
+    with_next_slot,
 )
 from controller.view import ClusterView
 from kube import PODS, KubeClient
@@ -73,9 +89,10 @@ from kube.times import parse_time
 from sandman.base.settings import setting
 from sandman.wire.image_preparation import PoolProgress, PreparationSpec, decode_spec
 
-__all__ = ["PoolFiller", "PoolMetrics", "PoolSettings"]
+__all__ = ["PoolFiller", "PoolSettings"]
 
 log = logging.getLogger(__name__)
+Key = tuple[str, str]
 _MERGE = "application/merge-patch+json"
 
 
@@ -110,41 +127,17 @@ class PoolSettings:
             raise ValueError("qps and interval_s must be > 0, burst and batch >= 1")
 
 
-class PoolMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.pods = Gauge(
-            "sandman_pool_pods",
-            "Pool pods by state: starting, ready (unclaimed, on a good node), claimed, unhealthy.",
-            ["state"],
-            registry=registry,
-        )
-        self.creates = Counter(
-            "sandman_pool_creates",
-            "Pool pod creates by outcome: created, exists (AlreadyExists: a success), "
-            "throttled (429), no_room (not placed: left for the next decision), error.",
-            ["outcome"],
-            registry=registry,
-        )
-        self.deletes = Counter(
-            "sandman_pool_deletes",
-            "Unclaimed pool pods deleted, by reason: expired, failed, node_lost.",
-            ["reason"],
-            registry=registry,
-        )
-        self.fill_seconds = Histogram(
-            "sandman_pool_fill_seconds",
-            "From the filler first seeing an announcement to every slot it wants created.",
-            buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800),
-            registry=registry,
-        )
-
-
 @dataclass(slots=True)
 class _Tracked:
     spec: PreparationSpec | None
     announcement: Announcement
     seen_at: float
     filled: bool = False
+    #: The object's generation when ``spec`` was read (a standing pool's spec changes with
+    #: the tenant's configuration; an announcement's never does).
+    generation: int = 0
+    #: A standing pool's next slot as this process last wrote it.
+    next_slot: int = 0
 
 
 class PoolFiller:
@@ -174,6 +167,7 @@ class PoolFiller:
         self.settings = settings
         self.book = book
         self.metrics = PoolMetrics(registry)
+        self.standing_metrics = StandingMetrics(registry)
         self._clock = clock
         self.announcements = Informer(
             client,
@@ -238,11 +232,24 @@ class PoolFiller:
         announcements = self._announcements(now)
         pods, by_pool = self._pods(now)
         self._spend(announcements, pods)
-        decided = plan(announcements, pods, self._spent)
+        space = room(self.view, self._limits(announcements), self._recent)
+        decided = plan(announcements, pods, self._spent, space)
         await self._delete(decided.deletes)
-        creates = decided.creates[: self.settings.batch]
+        recorded = await record_slots(self.client, decided.next_slots)
+        self._recorded(decided.next_slots, recorded)
+        creates = tuple(
+            c
+            for c in decided.creates[: self.settings.batch]
+            if (c.namespace, c.announcement) not in decided.next_slots
+            or (c.namespace, c.announcement) in recorded
+        )
         await self._create(creates)
         self._observe(announcements, by_pool, decided.creates, now)
+        self.standing_metrics.observe(
+            [(a, self._tracked[(a.namespace, a.name)].spec) for a in announcements if a.live],
+            pods,
+            self._spent,
+        )
         await self._write_statuses(by_pool)
 
     def _announcements(self, now: float) -> list[Announcement]:
@@ -257,21 +264,12 @@ class PoolFiller:
                 continue
             seen.add(key)
             tracked = self._tracked.get(key)
-            if tracked is None:
-                spec: PreparationSpec | None
-                try:
-                    spec = decode_spec(raw)
-                except (msgspec.ValidationError, TypeError):
-                    spec = None
-                created = parse_time(meta.get("creationTimestamp"))
-                a = Announcement(
-                    namespace=key[0],
-                    name=key[1],
-                    images=tuple((i.image, i.count) for i in spec.images) if spec else (),
-                    deadline=spec.deadline.timestamp() if spec and spec.deadline else None,
-                    created=created.timestamp() if created else 0.0,
-                )
-                tracked = self._tracked[key] = _Tracked(spec, a, now)
+            generation = int(meta.get("generation") or 0)
+            if tracked is None or tracked.generation != generation:
+                tracked = self._track(key, obj, now, tracked)
+            if tracked.announcement.standing is not None:
+                floor = max(tracked.next_slot, next_slot_of(obj))
+                tracked.announcement = with_next_slot(tracked.announcement, floor)
             spec = tracked.spec
             live = (
                 spec is not None
@@ -284,6 +282,43 @@ class PoolFiller:
             del self._tracked[key]
             self._status_written.pop(key, None)
         return out
+
+    def _track(self, key: tuple[str, str], obj: Obj, now: float, old: _Tracked | None) -> _Tracked:
+        """Read an announcement's spec (again, when a standing pool's changed)."""
+        meta = obj.get("metadata") or {}
+        spec: PreparationSpec | None
+        try:
+            spec = decode_spec(obj.get("spec") or {})
+        except (msgspec.ValidationError, TypeError):
+            spec = None
+        created = parse_time(meta.get("creationTimestamp"))
+        a = Announcement(
+            namespace=key[0],
+            name=key[1],
+            images=tuple((i.image, i.count) for i in spec.images) if spec else (),
+            deadline=spec.deadline.timestamp() if spec and spec.deadline else None,
+            created=created.timestamp() if created else 0.0,
+            standing=standing_of(spec, old.next_slot if old else 0),
+        )
+        generation, next_slot = int(meta.get("generation") or 0), old.next_slot if old else 0
+        tracked = _Tracked(spec, a, old.seen_at if old else now, False, generation, next_slot)
+        self._tracked[key] = tracked
+        return tracked
+
+    def _limits(self, announcements: list[Announcement]) -> dict[str, int]:
+        """namespace -> its tenant's limit, for the namespaces with a live standing pool."""
+        return {
+            a.namespace: spec.standing.tenant_limit
+            for a in announcements
+            if a.live and (spec := self._tracked[(a.namespace, a.name)].spec) and spec.standing
+        }
+
+    def _recorded(self, next_slots: Mapping[Key, int], done: set[Key]) -> None:
+        for key in done:
+            tracked = self._tracked.get(key)
+            if tracked is not None:
+                tracked.next_slot = max(tracked.next_slot, next_slots[key])
+                tracked.announcement = with_next_slot(tracked.announcement, tracked.next_slot)
 
     def _pods(self, now: float) -> tuple[list[PoolPod], dict[tuple[str, str], list[PoolPod]]]:
         """The pool pods of the watch, and those created since that it does not show yet
@@ -395,6 +430,8 @@ class PoolFiller:
 
     # --- progress -----------------------------------------------------------------------
     def _progress(self, a: Announcement, pods: list[PoolPod]) -> PoolProgress:
+        if a.standing is not None:
+            return standing_progress(a, pods, self._spent)
         wanted = wanted_names(a)
         mine = [p for p in pods if p.name in wanted and not p.deleting]
         claimed = sum(1 for n in wanted if (a.namespace, n) in self._spent)
@@ -462,11 +499,7 @@ class PoolFiller:
 
 
 def _with_live(a: Announcement, live: bool) -> Announcement:
-    return (
-        a
-        if a.live == live
-        else Announcement(a.namespace, a.name, a.images, a.deadline, a.created, live)
-    )
+    return a if a.live == live else dataclasses.replace(a, live=live)
 
 
 def _state(pod: Obj) -> PoolPodState:

@@ -33,6 +33,7 @@ from .index import IndexSettings, SandboxIndex, pod_indexers
 from .metrics import FacadeMetrics
 from .proxy import DaemonProxy, ProxyLimits
 from .service import SandboxService, ServiceSettings
+from .standing import StandingPools, StandingSettings
 from .tls import ServerTls
 
 __all__ = ["CREATION_MODES", "Facade", "FacadeSettings"]
@@ -118,6 +119,10 @@ class FacadeSettings:
         "that (kube/freezer.py): otherwise each full collection walks every cached pod",
     )
     freezer: FreezerSettings = part(FreezerSettings, help="when the frozen objects are thawed")
+    standing: StandingSettings = part(
+        StandingSettings,
+        help="the tenants' standing pools, applied as objects (facade/standing.py)",
+    )
     log_level: str = setting("INFO", help="logging level", choices=LOG_LEVELS)
 
     def __post_init__(self) -> None:
@@ -150,6 +155,8 @@ class Facade:
         self.audit = AuditLog(settings.audit)
         #: The API listener's certificate, when it serves TLS (``tls_cert_file``).
         self.tls: ServerTls | None = None
+        #: The tenants' standing pools (facade/standing.py), applied in the background.
+        self.standing: StandingPools | None = None
 
     def ready(self) -> bool:
         """Every watch cache synced and none refused (a 403 leaves it stale)."""
@@ -189,6 +196,12 @@ class Facade:
         pools = PoolTemplates(
             dict(self.config.classes), self.config.delivery, self.config.minter, self.index
         )
+        self.standing = StandingPools(
+            self.client, self.config.tenants.tenants(), self.config.classes,
+            self.config.delivery, self.config.minter, s.standing,
+            enabled=s.service.pooled is not None,
+        )  # fmt: skip
+        self._tasks.append(asyncio.create_task(self.standing.run(), name="facade-standing"))
         handlers = FacadeHandlers(
             service, self.index, self.config.tenants, self.proxy, self.metrics, self.ready,
             PreparationService(self.client, pools), s.failed_logins, self.audit,

@@ -17,6 +17,12 @@ tenants:
   # optional caps over live image announcements: max_prepared_images (1000),
   # max_prepared_sandboxes (20000); fair sharing (facade/fairness.py): max_tool_calls (256),
   # max_waits (1024), allowed_classes, allowed_registries (absent: any)
+  - name: team-b
+    token_sha256: [...]
+    # standing pools (facade/standing.py): `min` unclaimed sandboxes of (image, class) kept
+    # warm, at most `max` of the pool's pods alive at once, claimed ones included (absent: the
+    # tenant's max_sandboxes)
+    pools: [{image: registry.example/swe-base:1, class: tiny, min: 50, max: 200}]
 ```
 
 ``delivery_file: delivery.yaml`` (relative to this file) may stand for the ``delivery``
@@ -37,8 +43,10 @@ import yaml
 
 from sandman.wire.facade import DEFAULT_CLASS
 
+from .errors import FacadeError
+from .fairness import check_class, check_image
 from .podspec import LABEL_VALUE, DaemonDelivery, SandboxClass
-from .tenancy import TenancyError, TenantDirectory
+from .tenancy import TenancyError, Tenant, TenantDirectory
 from .tokens import MIN_SECRET_BYTES, TokenMinter
 
 __all__ = ["ConfigError", "FacadeConfig", "load_config"]
@@ -75,12 +83,28 @@ def load_config(path: str | Path, clock: Callable[[], float] = time.monotonic) -
         unknown = sorted(set(tenant.allowed_classes or ()) - set(classes))
         if unknown:
             raise ConfigError(f"tenant {tenant.name}: allowed_classes names no class {unknown}")
+        _check_pools(tenant, classes)
     return FacadeConfig(
         minter=_minter(document, Path(path).parent),
         delivery=_delivery(_delivery_entry(document, Path(path).parent)),
         classes=classes,
         tenants=tenants,
     )
+
+
+def _check_pools(tenant: Tenant, classes: Mapping[str, SandboxClass]) -> None:
+    """A standing pool's class must be offered and allowed to the tenant, its image from a
+    registry the tenant may use: the pool's sandboxes are the tenant's creates made ahead."""
+    for i, pool in enumerate(tenant.pools):
+        where = f"tenant {tenant.name}: pools[{i}] ({pool.image}, {pool.sandbox_class})"
+        if pool.sandbox_class not in classes:
+            known = ", ".join(sorted(classes))
+            raise ConfigError(f"{where}: no class {pool.sandbox_class!r} (known: {known})")
+        try:
+            check_class(tenant, pool.sandbox_class)
+            check_image(tenant, pool.image)
+        except FacadeError as e:
+            raise ConfigError(f"{where}: {e.message}") from e
 
 
 def _minter(document: Mapping[str, Any], base: Path) -> TokenMinter:

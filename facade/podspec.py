@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from daemon.sandbox.layout import (
@@ -56,7 +56,7 @@ from kube.contract import (
     LABEL_TENANT,
     SCHEDULER_NAME,
 )
-from kube.pool_contract import LABEL_POOL
+from kube.pool_contract import LABEL_POOL, LABEL_STANDING
 from kube.times import format_time
 from sandman.base.settings import env_of
 from sandman.wire.facade import LABEL_VALUE_PATTERN, CreateSandbox
@@ -203,16 +203,19 @@ def render_pool_template(
     namespace: str,
     tenant: str,
     pool_token: str,
-    expires_at: datetime,
+    expires_at: datetime | None,
 ) -> dict[str, Any]:
     """The pod template of an announcement's pool pods (kube/pool_contract.pool_pod makes
     each slot's pod of it): a sandbox pod as :func:`render_pod` renders it — the same class,
     hardening and delivery, so a claimed sandbox is a cold one in every respect — but with no
     owner (a claim's owner lives in its SandboxClaim), no request digest, the announcement's
     expiry (an unclaimed pool pod is deleted with its announcement: nothing lingers), the pool
-    token and the daemon told it is a pool sandbox (it serves its claim only)."""
-    now = datetime.now(expires_at.tzinfo)
-    ttl = max(1, int((expires_at - now).total_seconds()))
+    token and the daemon told it is a pool sandbox (it serves its claim only).
+    ``expires_at`` None: a standing pool's (facade/standing.py): no expiry, the
+    ``sandman.io/standing`` label, and nothing of the time in the template, so every facade
+    replica renders the same one."""
+    now = datetime.now(UTC) if expires_at is None else datetime.now(expires_at.tzinfo)
+    ttl = 3600 if expires_at is None else max(1, int((expires_at - now).total_seconds()))
     request = CreateSandbox(image=image, owner="pool", sandbox_class=sandbox_class.name, ttl_s=ttl)
     pod = render_pod(
         request,
@@ -227,7 +230,11 @@ def render_pool_template(
     meta = pod["metadata"]
     del meta["labels"][LABEL_OWNER]
     meta["labels"][LABEL_POOL] = announcement
-    meta["annotations"][ANNOTATION_EXPIRES_AT] = format_time(expires_at)
+    if expires_at is None:
+        del meta["annotations"][ANNOTATION_EXPIRES_AT]
+        meta["labels"][LABEL_STANDING] = "true"
+    else:
+        meta["annotations"][ANNOTATION_EXPIRES_AT] = format_time(expires_at)
     (container,) = pod["spec"]["containers"]
     container["env"].append({"name": env_of(DaemonSettings, "pooled"), "value": "1"})
     return pod

@@ -9,6 +9,10 @@ Image announcements have their own caps (``max_prepared_images``, ``max_prepared
 what a tenant may have nodes pull ahead; checked in facade/announcements.py); tool calls and
 long waits theirs (``max_tool_calls``, ``max_waits``), and the classes and registries a tenant
 may use their allow-lists (``allowed_classes``, ``allowed_registries``): facade/fairness.py.
+Standing pools (``pools: [{image, class, min, max}]``): the few images every step uses, kept
+warm by the controller from one ImagePreparation per pool that the facade writes at start
+(facade/standing.py); checked here for their shape and against the tenant's
+``max_sandboxes``, and against the classes offered in facade/config.py.
 
 Everything here is deterministic given its clock (injected; tests pass a fake one). The facade's
 replicas each run it;
@@ -31,12 +35,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import yaml
 
 from kube.ratelimit import TokenBucket
 from sandman.wire.errors import Reason
+from sandman.wire.facade import DEFAULT_CLASS
+from sandman.wire.patterns import ImageRef
 
-__all__ = ["Admission", "TenancyError", "Tenant", "TenantDirectory"]
+__all__ = ["Admission", "StandingPool", "TenancyError", "Tenant", "TenantDirectory"]
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
@@ -44,6 +51,19 @@ _LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 class TenancyError(ValueError):
     """The tenants configuration is invalid."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StandingPool:
+    """A standing pool of one tenant: ``min`` unclaimed pool sandboxes of (image, class) kept
+    at all times, never more than ``max`` of the pool's pods alive at once (claimed ones
+    included: a claimed pod counts until it is gone; absent in the file: the tenant's
+    ``max_sandboxes``). docs/operator-guide.md, "Standing pools"."""
+
+    image: str
+    sandbox_class: str
+    min: int
+    max: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,6 +83,8 @@ class Tenant:
     #: The sandbox classes and image registries the tenant may use; None: any.
     allowed_classes: tuple[str, ...] | None = None
     allowed_registries: tuple[str, ...] | None = None
+    #: Standing pools, at most one per (image, class).
+    pools: tuple[StandingPool, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -201,4 +223,72 @@ def _parse_tenant(entry: Any, index: int) -> tuple[Tenant, list[str]]:
         raise TenancyError(f"tenants[{index}]: limits must be finite and positive")
     if not digests or any(len(d) != 64 for d in digests):
         raise TenancyError(f"tenants[{index}]: token_sha256 must list SHA-256 hex digests")
+    pools = _pools(entry.get("pools"), index, tenant.max_sandboxes)
+    tenant = dataclasses.replace(tenant, pools=pools)
+    _check_pools(tenant, index)
     return tenant, digests
+
+
+_POOL_KEYS = frozenset({"image", "class", "min", "max"})
+
+
+def _pools(entries: Any, index: int, default_max: int) -> tuple[StandingPool, ...]:
+    """A tenant entry's ``pools`` list: each entry's shape (``_check_pools`` checks them
+    against the tenant's limits once the tenant is built)."""
+    if entries is None:
+        return ()
+    if not isinstance(entries, list):
+        raise TenancyError(f"tenants[{index}]: pools must be a list of {{image, class, min, max}}")
+    return tuple(
+        _pool(entry, f"tenants[{index}].pools[{i}]", default_max) for i, entry in enumerate(entries)
+    )
+
+
+def _pool(entry: Any, where: str, default_max: int) -> StandingPool:
+    if not isinstance(entry, dict):
+        raise TenancyError(f"{where}: must be a mapping {{image, class, min, max}}")
+    unknown = sorted(str(k) for k in set(entry) - _POOL_KEYS)
+    if unknown:
+        raise TenancyError(f"{where}: unknown keys {unknown} (known: image, class, min, max)")
+    try:
+        image = msgspec.convert(entry.get("image"), ImageRef)
+    except msgspec.ValidationError as exc:
+        raise TenancyError(f"{where}: image is not an image reference ({exc})") from exc
+    sandbox_class = entry.get("class", DEFAULT_CLASS)
+    if not isinstance(sandbox_class, str) or not _LABEL_VALUE.fullmatch(sandbox_class):
+        raise TenancyError(f"{where} ({image}): class {sandbox_class!r} is not a class name")
+    counts = [entry.get(k) for k in ("min", "max")]
+    if any(isinstance(c, bool) or not isinstance(c, int | None) for c in counts):
+        raise TenancyError(f"{where} ({image}): min and max must be whole numbers")
+    if counts[0] is None:
+        raise TenancyError(f"{where} ({image}): min is required (0 keeps none warm)")
+    most = default_max if counts[1] is None else counts[1]
+    pool = StandingPool(image, sandbox_class, counts[0], most)
+    if not 0 <= pool.min <= pool.max or pool.max < 1:
+        raise TenancyError(
+            f"{where} ({image}): needs 0 <= min <= max and max >= 1 (min {pool.min}, "
+            f"max {pool.max})"
+        )
+    return pool
+
+
+def _check_pools(tenant: Tenant, index: int) -> None:
+    """Each pool within the tenant's ``max_sandboxes``, their reserves together too (the
+    reserve is live sandboxes of the tenant at all times), one pool per (image, class)."""
+    seen: dict[tuple[str, str], int] = {}
+    for i, pool in enumerate(tenant.pools):
+        where = f"tenants[{index}] ({tenant.name}).pools[{i}] ({pool.image})"
+        if pool.max > tenant.max_sandboxes:
+            raise TenancyError(
+                f"{where}: max {pool.max} exceeds the tenant's max_sandboxes {tenant.max_sandboxes}"
+            )
+        key = (pool.image, pool.sandbox_class)
+        if key in seen:
+            raise TenancyError(f"{where}: (image, class) {key} is already pools[{seen[key]}]'s")
+        seen[key] = i
+    reserve = sum(p.min for p in tenant.pools)
+    if reserve > tenant.max_sandboxes:
+        raise TenancyError(
+            f"tenants[{index}] ({tenant.name}): the pools' min add up to {reserve}, over the "
+            f"tenant's max_sandboxes {tenant.max_sandboxes}"
+        )

@@ -44,6 +44,7 @@ from kube.resources import Resource
 __all__ = [
     "CLAIMS_PATH",
     "LABEL_POOL",
+    "LABEL_STANDING",
     "MAX_CLAIM",
     "SANDBOX_CLAIMS",
     "ClaimSpec",
@@ -52,12 +53,17 @@ __all__ = [
     "claim_name",
     "pool_pod",
     "pool_pod_name",
+    "pool_slot",
 ]
 
 SANDBOX_CLAIMS = Resource(GROUP, VERSION, "sandboxclaims", "SandboxClaim")
 
 #: On a pool pod: the announcement (``ImagePreparation``) it was created for.
 LABEL_POOL: Final = "sandman.io/pool"
+#: On a standing pool's ImagePreparation and its pods (value "true"): a pool from the
+#: tenant's configuration (facade/standing.py), kept at its ``min`` and never expiring;
+#: claims hand its pods out after the announced ones (docs/controller.md, "Standing pools").
+LABEL_STANDING: Final = "sandman.io/standing"
 CLAIMS_PATH: Final = "/internal/v1/claims"
 #: One claim holds at most this many pods (a batch's largest size, with room): the claim's
 #: object stays far below etcd's 1.5 MiB (5,000 names of ~40 bytes: ~200 KiB).
@@ -76,6 +82,19 @@ def pool_pod_name(announcement: str, image_index: int, slot: int) -> str:
         head = re.sub(r"[^a-z0-9-]", "", announcement.lower())[: 63 - len(suffix) - 13]
         base = f"{head.strip('-')}-{digest}".strip("-")
     return base + suffix
+
+
+_SLOT = re.compile(r"-p([0-9]+)-([0-9]+)")
+
+
+def pool_slot(announcement: str, name: str) -> tuple[int, int] | None:
+    """(image index, slot) of the announcement's pool pod ``name``; None for a name
+    :func:`pool_pod_name` does not give it."""
+    found = _SLOT.search(name)
+    if found is None or found.end() != len(name):
+        return None
+    image_index, slot = int(found[1]), int(found[2])
+    return (image_index, slot) if pool_pod_name(announcement, image_index, slot) == name else None
 
 
 def pool_pod(

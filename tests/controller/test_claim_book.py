@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from controller.claim_book import ClaimBook, pod_ready, pool_key
 from kube.contract import LABEL_CLASS
-from kube.pool_contract import LABEL_POOL
+from kube.pool_contract import LABEL_POOL, LABEL_STANDING
 
 NS, IMAGE, CLASS = "team-a", "python:3.12", "small"
 KEY = (NS, IMAGE, CLASS)
@@ -36,6 +36,20 @@ def _pod(name: str, *, ready: bool, node: str = "n1", image: str = IMAGE) -> dic
         "spec": {"nodeName": node, "containers": [{"name": "sandbox", "image": image}]},
         "status": {"phase": "Running", "conditions": conditions},
     }
+
+
+def test_announced_pods_are_offered_before_a_standing_pools() -> None:
+    """An announced pod goes when its announcement ends; a standing pool refills what it
+    gives: claims take the announced ones first, each kind oldest first."""
+    book = ClaimBook()
+    for name, standing in (("s1", True), ("a1", False), ("s2", True), ("a2", False)):
+        pod = _pod(name, ready=True)
+        if standing:
+            pod["metadata"]["labels"] |= {LABEL_POOL: "standing-x", LABEL_STANDING: "true"}
+        book.pod_seen(pod)
+    assert book.available(KEY) == ["a1", "a2", "s1", "s2"]
+    assert book.take(KEY, 3, "claim-1") == ["a1", "a2", "s1"]
+    assert book.pool_of(KEY, "s1") == "standing-x"
 
 
 def _claim(name: str, pods: list[str]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import yaml
 
 from devstack.crds import image_preparation_crd
 from kube.preparation_contract import IMAGE_PREPARATIONS, encode_images, lease_name
-from sandman.wire.image_preparation import ImageRequest, PreparationSpec
+from sandman.wire.image_preparation import ImageRequest, PreparationSpec, StandingPool
 
 
 def _version(crd: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +50,9 @@ def test_the_schema_admits_the_spec_the_wire_model_writes_and_any_status() -> No
     image = spec["properties"]["images"]["items"]
     fields, required = _fields(ImageRequest)
     assert set(image["properties"]) == fields and set(image["required"]) == required
+    standing = spec["properties"]["standing"]
+    fields, required = _fields(StandingPool)
+    assert set(standing["properties"]) == fields and set(standing["required"]) == required
     # The status is PreparationStatus, written by the controller alone, whole: kept as is.
     assert status == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 

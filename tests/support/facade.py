@@ -19,7 +19,7 @@ import yaml
 
 from facade.app import Facade, FacadeSettings
 from facade.config import load_config
-from kube import KubeClient
+from kube import AlreadyExists, KubeClient
 from kube.resources import Resource
 from tests.support.kube import FAST
 from tests.support.pools import install_claims_crd
@@ -91,7 +91,8 @@ async def live_facade(
     (:func:`write_config`); ``tenant``: entries of the tenant's configuration beyond
     :func:`write_config`'s."""
     async with await KubeClient.connect(FAST, kubeconfig=str(kubeconfig)) as client:
-        await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
+        with contextlib.suppress(AlreadyExists):  # a facade started again on one cluster
+            await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
         await install_claims_crd(client)  # the facade watches SandboxClaims (pools)
     token = secrets.token_hex(16)  # never starts with "-" (devstack/stack.py)
     path = write_config(workdir / "facade.yaml", token, classes=classes, python=python, **tenant)

@@ -17,6 +17,13 @@ facade renders the pool pods' template once per announcement (``podTemplate`` on
 spec: the controller creates every slot's pod from it, kube/pool_contract.pool_pod); the
 controller reports the pool's counts in ``status.pool`` (:class:`PoolProgress`).
 
+Standing pools (``standing`` on the spec, :class:`StandingPool`): an operator's
+long-lived pool of one (image, class) from the tenant's configuration, written by the
+facade and never expiring: the filler keeps ``min`` unclaimed pool sandboxes and at most
+``max`` of the pool's pods alive (claimed ones included), refilling as claims drain it,
+under slot numbers that only grow (``status.nextSlot``: a claimed slot is never
+re-used).
+
 Why "count" per image: the controller turns the number of sandboxes a trainer expects into
 the number of nodes that must hold the image (enough that the count fits under the per-node
 start-queue cap, docs/node-agent.md), not into one pull per sandbox.
@@ -44,6 +51,7 @@ __all__ = [
     "PreparationSpec",
     "PreparationStatus",
     "PrepareImages",
+    "StandingPool",
     "decode_spec",
     "duplicate_image",
 ]
@@ -70,6 +78,22 @@ class ImageRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, fro
     count: Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)] = 1
 
 
+class StandingPool(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
+    """A standing pool's sizes: ``min`` unclaimed pool sandboxes kept (Ready or starting),
+    at most ``max`` of its pods alive at once (claimed ones included), none created while the
+    tenant's namespace has ``tenantLimit`` live sandboxes or more (its ``max_sandboxes``)."""
+
+    min: Annotated[int, msgspec.Meta(ge=0, le=MAX_COUNT)]
+    max: Annotated[int, msgspec.Meta(ge=1, le=MAX_COUNT)]
+    tenant_limit: Annotated[int, msgspec.Meta(ge=1)] = msgspec.field(
+        default=MAX_COUNT, name="tenantLimit"
+    )
+
+    def __post_init__(self) -> None:
+        if self.min > self.max:
+            raise ValueError(f"min {self.min} is over max {self.max}")
+
+
 class PreparationSpec(
     msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True, rename="camel"
 ):
@@ -89,6 +113,8 @@ class PreparationSpec(
     #: The pool pods' template, rendered by the facade (facade/podspec.render_pool_template);
     #: kube/pool_contract.pool_pod makes each slot's pod of it.
     pod_template: dict[str, Any] | None = None
+    #: A standing pool (with ``sandboxes``, one image): kept at ``min``, never expires.
+    standing: StandingPool | None = None
 
 
 class ImageFailure(msgspec.Struct, kw_only=True, frozen=True, rename="camel"):
@@ -139,6 +165,9 @@ class PreparationStatus(msgspec.Struct, kw_only=True, rename="camel", omit_defau
     ready_at: datetime | None = None
     updated_at: datetime | None = None
     pool: PoolProgress | None = None
+    #: A standing pool's next slot number (the pool filler's, patched on its own before it
+    #: creates the slots below it): every slot below it was used once, never created again.
+    next_slot: int = 0
 
 
 class PrepareImages(msgspec.Struct, forbid_unknown_fields=True, kw_only=True, frozen=True):
@@ -218,4 +247,8 @@ def decode_spec(raw: object) -> PreparationSpec:
     dup = duplicate_image(spec.images)
     if dup is not None:
         raise msgspec.ValidationError(f"duplicate image {dup[1]!r} - at `$.images[{dup[0]}]`")
+    if spec.standing is not None and (not spec.sandboxes or len(spec.images) != 1):
+        raise msgspec.ValidationError(
+            "a standing pool has sandboxes and exactly one image - at `$.standing`"
+        )
     return spec
