@@ -27,7 +27,7 @@ from aiohttp import web
 
 from simcluster.apiserver.auth import User
 from simcluster.apiserver.core import ApiCore
-from simcluster.apiserver.rbac import Authorizer, request_attributes
+from simcluster.apiserver.rbac import Attributes, Authorizer, request_attributes
 from simcluster.apiserver.resources import ResourceType
 from simcluster.errors import BadRequest
 
@@ -135,7 +135,8 @@ def stream_request(
     upgrade, the pod, its container, its node, the options."""
     sub = info.subresource
     if sub in UPGRADE_SUBRESOURCES and info.verb == "get":
-        authorizer.check(request_attributes(info, user, query)._replace(verb="create"))
+        attrs = request_attributes(info, user, query)
+        authorizer.check(Attributes(attrs.user, "create", *attrs[2:]))
     pod = core.get(rt, info.namespace or "", info.name)
     container = _container(pod, query.get("container") or "", sub)
     node = pod["spec"].get("nodeName") or ""
