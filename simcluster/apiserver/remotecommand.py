@@ -82,7 +82,7 @@ async def serve_exec(
     the node's (nothing runs there), then the protocol (here, SPDY: kubectl falls back to it
     when the WebSocket upgrade is refused, so the node's refusal must win to be seen)."""
     _check_upgrade(request)
-    start = backend.exec(stream)
+    start = backend.attach(stream) if stream.subresource == "attach" else backend.exec(stream)
     _check_protocol(request)
     proc = await start()
     ws = web.WebSocketResponse(protocols=PROTOCOLS, max_msg_size=0)

@@ -92,6 +92,10 @@ class PodStreams(Protocol):
         upgrade), and return what starts it."""
         ...
 
+    def attach(self, stream: PodStream) -> Callable[[], Awaitable[ExecProcess]]:
+        """As ``exec``, for the container's own process: what it writes from now on."""
+        ...
+
 
 def is_stream_request(rt: ResourceType, subresource: str, query: Mapping[str, str]) -> bool:
     """Whether the dispatcher hands this request to ``stream_request``."""

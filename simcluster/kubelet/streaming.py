@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 from simcluster.apiserver.streams import ExecProcess, PodStream
 from simcluster.errors import BadRequest
@@ -29,7 +31,7 @@ from simcluster.kubelet.process import ProcessRuntime
 if TYPE_CHECKING:
     from simcluster.kubelet.kubelet import Kubelet
 
-__all__ = ["KubeletStreams"]
+__all__ = ["KubeletStreams", "LogAttach"]
 
 #: How often a followed log file is read for new output while its process runs.
 FOLLOW_INTERVAL_S = 0.1
@@ -105,15 +107,17 @@ class KubeletStreams:
             finally:
                 exited.cancel()
 
-    def exec(self, stream: PodStream) -> Callable[[], Awaitable[ExecProcess]]:
+    def _running(
+        self, stream: PodStream
+    ) -> tuple[ProcessRuntime, PodState, asyncio.subprocess.Process]:
+        """The process-runtime container an exec or attach reaches, or the node's refusal."""
         kubelet = self._kubelet(stream)
         runtime = kubelet.runtime
-        state = self._state(kubelet, stream)
         if runtime.name == "virtual" or self._virtual_pod(kubelet, stream):
             raise BadRequest(
                 f"pod {stream.pod} runs on node {stream.node} under the virtual runtime: "
                 f"nothing runs there to {stream.subresource} into (simcluster serves "
-                "pods/exec on process-runtime nodes)"
+                f"pods/{stream.subresource} on process-runtime nodes)"
             )
         if not isinstance(runtime, ProcessRuntime):
             raise BadRequest(
@@ -121,8 +125,19 @@ class KubeletStreams:
                 "(simcluster serves it on process-runtime nodes)"
             )
         proc = runtime.process(stream.uid, stream.container)
+        state = self._state(kubelet, stream)
         if state is None or state.sandbox is None or proc is None:
             raise BadRequest(f'container not found ("{stream.container}")')
+        return runtime, state, proc
+
+    def attach(self, stream: PodStream) -> Callable[[], Awaitable[ExecProcess]]:
+        runtime, _, proc = self._running(stream)
+        path = runtime.log_path(stream.namespace, stream.pod, stream.container)
+        return functools.partial(LogAttach.open, path, proc)
+
+    def exec(self, stream: PodStream) -> Callable[[], Awaitable[ExecProcess]]:
+        runtime, state, proc = self._running(stream)
+        assert state.sandbox is not None
         container = next(c for c in state.sandbox.containers if c.name == stream.container)
         env = runtime.environment(state.sandbox, container)
         if not runtime.sandboxed:
@@ -139,3 +154,52 @@ class KubeletStreams:
         return functools.partial(
             start_exec, argv, env, None, stdin=stream.stdin, tty=stream.tty, pty_of=pid
         )
+
+
+class LogAttach:
+    """``kubectl attach`` to a process-runtime container: what it writes from now on (one
+    stream: the runtime sends its stdout and stderr to one log file), until it exits; then
+    the session ends with Success, as the kubelet's attach does. The runtime starts
+    containers with stdin from ``/dev/null`` and keeps none, so what the client types is
+    dropped; leaving the session leaves the container running."""
+
+    def __init__(self, log: IO[bytes], proc: asyncio.subprocess.Process) -> None:
+        self.log = log
+        self.proc = proc
+        self._exited = asyncio.ensure_future(proc.wait())
+
+    @classmethod
+    async def open(cls, path: Path, proc: asyncio.subprocess.Process) -> LogAttach:
+        log = path.open("rb")
+        log.seek(0, os.SEEK_END)
+        return cls(log, proc)
+
+    async def read_stdout(self) -> bytes:
+        if self.log.closed:
+            return b""
+        while not (data := self.log.read()) and not self._exited.done():
+            await asyncio.wait({self._exited}, timeout=FOLLOW_INTERVAL_S)
+        data = data or self.log.read()
+        if not data:  # the container ended and all it wrote was sent
+            self.log.close()
+        return data
+
+    async def read_stderr(self) -> bytes:
+        return b""
+
+    async def write_stdin(self, data: bytes) -> None:
+        return None  # no stdin kept (class docstring)
+
+    def close_stdin(self) -> None:
+        return None
+
+    def resize(self, width: int, height: int) -> None:
+        return None
+
+    async def wait(self) -> int:
+        await asyncio.shield(self._exited)
+        return 0
+
+    async def kill(self) -> None:
+        self._exited.cancel()
+        self.log.close()

@@ -168,6 +168,26 @@ def test_kubectl_exec_runs_in_the_container_and_reports_the_exit_code(
         assert "container nope is not valid for pod ex" in missing.stderr
 
 
+def test_kubectl_attach_streams_the_container_output_until_it_ends(
+    process_cluster: EmbeddedCluster,
+) -> None:
+    k = Kubectl(process_cluster.kubeconfig)
+    script = "echo before; while [ ! -e /tmp/go ]; do echo tick; sleep 0.05; done; echo after"
+    with _running(k, "att", script):
+        wait_until(lambda: k.run("logs", "att").stdout.startswith("before\n"), what="before")
+        attach = k.popen("attach", "att", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert attach.stdout is not None
+            assert attach.stdout.readline() == "tick\n"  # what it writes from now on
+            k.run("exec", "att", "--", "touch", "/tmp/go")
+            out, err = attach.communicate(timeout=20)  # ends with the container
+        finally:
+            attach.kill()
+            attach.wait()
+    assert out.endswith("tick\nafter\n") and "before" not in out, out
+    assert attach.returncode == 0, err
+
+
 def test_kubectl_exec_it_gets_a_terminal_with_its_size(process_cluster: EmbeddedCluster) -> None:
     k = Kubectl(process_cluster.kubeconfig)
     with _running(k, "tty", "exec sleep 600"):
