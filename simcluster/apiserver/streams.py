@@ -142,9 +142,9 @@ def stream_request(
         attrs = request_attributes(info, user, query)
         authorizer.check(Attributes(attrs.user, "create", *attrs[2:]))
     pod = core.get(rt, info.namespace or "", info.name)
-    container = _container(pod, query.get("container") or "", sub)
+    container = _container(pod, query.get("container") or "")
     node = pod["spec"].get("nodeName") or ""
-    if not node:
+    if not node and sub != "log":  # an unbound pod's log is empty (upstream's LogLocation)
         raise BadRequest(f"pod {info.name} does not have a host assigned")
     common: dict[str, Any] = {
         "subresource": sub,
@@ -161,13 +161,11 @@ def stream_request(
     return PodStream(**common, **_remote_options(sub, query))
 
 
-def _container(pod: Mapping[str, Any], asked: str, sub: str) -> str:
+def _container(pod: Mapping[str, Any], asked: str) -> str:
     names = [c["name"] for c in pod["spec"].get("containers") or []]
     name = pod["metadata"]["name"]
     if not asked:
-        if len(names) == 1 or (names and sub != "log"):
-            # exec/attach default to the first container (kubectl names it, or the
-            # default-container annotation); a log needs a choice among several
+        if len(names) == 1:
             return names[0]
         raise BadRequest(
             f"a container name must be specified for pod {name}, choose one of: {names}"

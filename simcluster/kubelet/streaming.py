@@ -60,6 +60,9 @@ class KubeletStreams:
         return state if state is not None and state.sandbox is not None else None
 
     async def follow_log(self, stream: PodStream) -> AsyncGenerator[bytes, None]:
+        if not stream.node:  # not bound: nothing has run, the log is empty
+            yield b""
+            return
         kubelet = self._kubelet(stream)
         runtime = kubelet.runtime
         if isinstance(runtime, ProcessRuntime) and not self._virtual_pod(kubelet, stream):

@@ -274,6 +274,24 @@ def test_exec_without_upgrade_is_400(process_cluster: EmbeddedCluster) -> None:
         assert r.json()["reason"] == "BadRequest"
         r = http.get(exec_url.format("plain"))
         assert r.json()["message"] == "you must specify at least 1 command"
+        unbound = {
+            "metadata": {"name": "unbound"},
+            "spec": {
+                "schedulerName": "nobody",  # stays unbound
+                "containers": [{"name": "a", "image": "busybox"}, {"name": "b", "image": "b"}],
+            },
+        }
+        assert http.post("/api/v1/namespaces/default/pods", json=unbound).status_code == 201
+        r = http.get(exec_url.format("unbound"), params={"command": "ls"})
+        assert r.json()["message"] == (
+            "a container name must be specified for pod unbound, choose one of: ['a', 'b']"
+        )
+        r = http.get(exec_url.format("unbound"), params={"command": "ls", "container": "a"})
+        assert r.json()["message"] == "pod unbound does not have a host assigned"
+        log_url = "/api/v1/namespaces/default/pods/unbound/log"
+        r = http.get(log_url, params={"follow": "true", "container": "a"})
+        assert (r.status_code, r.text) == (200, "")  # an unbound pod's log: empty, at once
+        http.delete("/api/v1/namespaces/default/pods/unbound")
         spdy = {"Connection": "Upgrade", "Upgrade": "SPDY/3.1"}
         r = http.post(exec_url.format("plain"), params={"command": "ls"}, headers=spdy)
         assert r.status_code == 400
