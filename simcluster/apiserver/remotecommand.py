@@ -1,4 +1,5 @@
-"""``pods/exec`` over WebSocket: the channel protocol kubectl and the official clients speak.
+"""``pods/exec`` and ``pods/attach`` over WebSocket: the channel protocol kubectl and the
+official clients speak.
 
 Why this protocol and only it: kubectl (1.30+) and client-go open exec and attach as a
 WebSocket with the subprotocol ``v5.channel.k8s.io`` (offering ``v4.channel.k8s.io`` too),

@@ -6,7 +6,8 @@ how to reach it. The API server (``apiserver/streams.py``) checks the request an
 ``KubeletStreams``, which finds the pod's kubelet and its runtime:
 
 - ``process``: logs are followed in the container's log file until its process exits; exec
-  runs the command inside the container's namespaces (``exec.py``);
+  runs the command inside the container's namespaces (``exec.py``); attach is the log file
+  from the moment of attaching (``LogAttach``);
 - ``virtual``: nothing runs. A followed log stays open and empty until the pod is gone
   (a container that writes nothing); exec and attach are refused with a 400 that says so;
 - ``cri``: a followed log is the log so far (containerd's file; following it is not
