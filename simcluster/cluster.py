@@ -27,6 +27,7 @@ from simcluster.kubelet.process import ProcessRuntime, ProcessSettings
 from simcluster.kubelet.runtime import Runtime, VirtualRuntime
 from simcluster.kubelet.settings import NodeSettings
 from simcluster.kubelet.stand_in import StandInRuntime, raise_open_file_limit
+from simcluster.kubelet.streaming import KubeletStreams
 from simcluster.network import PodNetwork
 from simcluster.pools import NodePool, PlannedNode, node_plan
 from simcluster.quantity import format_cpu, format_memory, to_milli, to_units
@@ -111,6 +112,8 @@ class Cluster:
         self.workdir = workdir
         self.server = ApiServer(settings.server)
         self.kubelets: dict[str, Kubelet] = {}
+        # pods/log?follow, pods/exec, pods/attach reach the pod's kubelet
+        self.server.pod_streams = KubeletStreams(self.kubelets)
         self.kubelet_metrics = KubeletMetrics(self.server.metrics.registry)
         self.runtime: Runtime = self._runtime(settings, workdir)
         #: The runtime of the first ``process_nodes`` nodes of a virtual cluster.

@@ -31,6 +31,7 @@ from simcluster.apiserver.rbac import Authorizer, request_attributes
 from simcluster.apiserver.resources import ResourceType
 from simcluster.apiserver.reviews import REVIEW_PLURALS, answer_review
 from simcluster.apiserver.store import Event, Renderer, Watcher, default_render, line
+from simcluster.apiserver.streams import PodStream, is_stream_request, stream_request
 from simcluster.errors import ApiError, BadRequest, MethodNotAllowed, NotFound, TooManyRequests
 
 __all__ = [
@@ -209,7 +210,7 @@ class Dispatcher:
         # runtime keeps logs (the process runtime), as the kubelet serves them upstream
         self.log_reader: Callable[[str, str, str], bytes] | None = None
 
-    async def handle_async(self, req: ApiRequest) -> ApiResponse | WatchStream:
+    async def handle_async(self, req: ApiRequest) -> ApiResponse | WatchStream | PodStream:
         """The full request path; API errors come back as Status responses."""
         info = req.info
         start = time.monotonic()
@@ -257,11 +258,13 @@ class Dispatcher:
             raise NotFound("the server could not find the requested resource")
         return rt
 
-    def handle(self, req: ApiRequest) -> ApiResponse | WatchStream:
+    def handle(self, req: ApiRequest) -> ApiResponse | WatchStream | PodStream:
         info = req.info
         rt = self.resource_type(info)
         if info.verb == "watch":
             return self._watch(rt, req)
+        if is_stream_request(rt, info.subresource, req.query):  # served by http.py: streams.py
+            return stream_request(self.core, self.authorizer, rt, info, req.user, req.query)
         if info.subresource == "log" and info.verb == "get" and rt.plural == "pods":
             return self._log(rt, req)
         code, obj = self._call(rt, req)

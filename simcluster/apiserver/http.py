@@ -35,8 +35,10 @@ from simcluster.apiserver.kinds.apiservices import local_api_services
 from simcluster.apiserver.metrics import ApiMetrics
 from simcluster.apiserver.rbac import Attributes, Authorizer
 from simcluster.apiserver.rbac_bootstrap import bootstrap_objects
+from simcluster.apiserver.remotecommand import serve_pod_stream
 from simcluster.apiserver.resources import Registry
 from simcluster.apiserver.store import Store
+from simcluster.apiserver.streams import PodStream, PodStreams
 from simcluster.apiserver.tls import ServingCerts
 from simcluster.errors import (
     ApiError,
@@ -138,6 +140,8 @@ class ApiServer:
         )
         # admin fault kinds handled outside the API layer (nodes, kubelets): kind -> handler
         self.admin_handlers: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {}
+        #: the nodes' side of pods/log?follow, pods/exec, pods/attach (set by the cluster)
+        self.pod_streams: PodStreams | None = None
         self._runner: web.ServerRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
         self.url = ""
@@ -232,6 +236,8 @@ class ApiServer:
             result = await self.dispatcher.handle_async(req)
             if isinstance(result, WatchStream):
                 return await self._stream(request, result)
+            if isinstance(result, PodStream):
+                return await serve_pod_stream(request, result, self.pod_streams)
             return self._respond(result)
         except ApiError as e:
             return _error_response(e)

@@ -14,7 +14,13 @@ from typing import Any
 import msgspec
 
 from simcluster.apiserver.auth import User
-from simcluster.apiserver.dispatch import ApiRequest, ApiResponse, Dispatcher, RequestInfo
+from simcluster.apiserver.dispatch import (
+    ApiRequest,
+    ApiResponse,
+    Dispatcher,
+    RequestInfo,
+    WatchStream,
+)
 from simcluster.errors import ApiError
 
 __all__ = ["LocalApiError", "LocalClient"]
@@ -86,7 +92,7 @@ class LocalClient:
         info = RequestInfo("watch", group, version, resource, "", namespace, "")
         req = ApiRequest(info, self.user, dict(query or {}))
         stream = await self.dispatcher.handle_async(req)
-        assert not isinstance(stream, ApiResponse)
+        assert isinstance(stream, WatchStream)
         try:
             if stream.initial_error is not None:
                 yield msgspec.json.decode(stream.initial_error)

@@ -82,8 +82,11 @@ class ProcessRuntime:
         lock, simcluster/network.py): the range stays reserved while any of them lives."""
         self._inherited = (*self._inherited, fd)
 
+    def log_path(self, namespace: str, pod: str, container: str) -> Path:
+        return self.settings.log_dir / f"{namespace}_{pod}_{container}.log"
+
     def read_log(self, namespace: str, pod: str, container: str) -> bytes:
-        path = self.settings.log_dir / f"{namespace}_{pod}_{container}.log"
+        path = self.log_path(namespace, pod, container)
         try:
             return path.read_bytes()
         except FileNotFoundError:
@@ -109,7 +112,14 @@ class ProcessRuntime:
         args += ["--chdir", c.working_dir or "/"]  # a container starts in its WORKDIR, not ours
         return args
 
-    def _environment(self, sandbox: Sandbox, c: Container) -> dict[str, str]:
+    def process(self, uid: str, container: str) -> asyncio.subprocess.Process | None:
+        """The running process of a pod's container (bwrap's, when sandboxed), else None."""
+        for name, proc in self._procs.get(uid, []):
+            if name == container and proc.returncode is None:
+                return proc
+        return None
+
+    def environment(self, sandbox: Sandbox, c: Container) -> dict[str, str]:
         """The container's environment: its own variables over a PATH and HOME, nothing of
         the host's (in a sandbox the PATH is the OCI default; unconfined, the host's)."""
         path = SYSTEM_PATH if self._base else os.environ.get("PATH", SYSTEM_PATH)
@@ -128,7 +138,7 @@ class ProcessRuntime:
                     "CreateContainerError",
                     f"container {c.name}: process mode needs an explicit command",
                 )
-            log = self.settings.log_dir / f"{sandbox.namespace}_{sandbox.name}_{c.name}.log"
+            log = self.log_path(sandbox.namespace, sandbox.name, c.name)
             log.unlink(missing_ok=True)  # a new pod of the same name starts a new log
             with log.open("ab") as out:
                 try:
@@ -145,7 +155,7 @@ class ProcessRuntime:
     async def _start_container(
         self, sandbox: Sandbox, c: Container, out: IO[bytes]
     ) -> asyncio.subprocess.Process:
-        env = self._environment(sandbox, c)
+        env = self.environment(sandbox, c)
         if not self._base:
             if c.mounts:
                 raise RuntimeStartError(
