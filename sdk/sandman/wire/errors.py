@@ -198,6 +198,10 @@ class Reason(enum.StrEnum):
         "`max_output_bytes` over the daemon's cap")
     RESUME_PAST_END = ("resume_past_end", 400, K.INVALID_REQUEST, D,
         "`resume_from` past the events the exec has sent")
+    INVALID_PORT = ("invalid_port", 400, K.INVALID_REQUEST, B,
+        "a forwarded port (`/ports/{port}/`) that is not a decimal from 1 to 65535")
+    PORT_RESERVED = ("port_reserved", 400, K.INVALID_REQUEST, B,
+        "a forwarded port that is the sandbox daemon's own: tool calls have their own routes")
 
     # --- 401 / 403 ---------------------------------------------------------------------------
     UNAUTHENTICATED = ("unauthenticated", 401, K.UNAUTHENTICATED, F,
@@ -302,6 +306,11 @@ class Reason(enum.StrEnum):
         "the sandbox's daemon refused the facade's token (its secret or the pod changed)")
     DAEMON_UNREACHABLE = ("daemon_unreachable", 502, K.DAEMON_UNREACHABLE, F,
         "the facade could not reach the sandbox's daemon")
+    PORT_NOT_LISTENING = ("port_not_listening", 502, K.SERVER_ERROR, D,
+        "nothing listens on that port inside the sandbox (the connection was refused)")
+    UPGRADE_REFUSED = ("upgrade_refused", 502, K.SERVER_ERROR, F,
+        "the server in the sandbox did not accept the WebSocket upgrade (the message says "
+        "what it answered)")
     CLUSTER_UNAVAILABLE = ("cluster_unavailable", 503, K.SERVICE_UNAVAILABLE, F,
         "the API server failed or could not be reached")
     FACADE_STOPPING = ("facade_stopping", 503, K.SERVICE_UNAVAILABLE, F,
