@@ -31,6 +31,7 @@ from typing import Annotated
 import msgspec
 
 __all__ = [
+    "REASON_HEADER",
     "ErrorBody",
     "ErrorDetail",
     "Kind",
@@ -384,6 +385,11 @@ class ErrorBody(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(ErrorBody)
+
+#: Both servers name the reason of every error answer in this header too: where no body is
+#: read (a refused WebSocket upgrade, a HEAD) and where a body could be a sandbox server's
+#: own (a forwarded port's answer passes through unchanged, and carries none).
+REASON_HEADER = "x-sandman-reason"
 
 
 def encode_error(reason: Reason, message: str) -> bytes:
