@@ -39,7 +39,9 @@ Body = bytes | AsyncIterable[bytes] | None
 
 def async_only(method: F) -> F:
     """Marks a method that hands out objects only an event loop can drive (aiohttp's
-    responses and WebSockets): the blocking SDK has no twin of it (codegen.blocking)."""
+    responses and WebSockets): the blocking SDK has no twin of it (codegen.blocking); its
+    ``async_only`` attribute says so at run time."""
+    method.async_only = True  # type: ignore[attr-defined]
     return method
 
 
