@@ -15,12 +15,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import anyio
 import pytest
 from yarl import URL
 
 from daemon.sandbox.layout import DAEMON_PORT
 from devstack.ports import free_listen_port
-from sandman import AsyncSandbox, AsyncSandman, InvalidRequest, ServerError
+from sandman import AsyncSandbox, AsyncSandman, InvalidRequest, Sandman, ServerError
 from tests.support.stack import RunningStack as Stack
 from tests.support.wait import wait_until_async
 
@@ -88,6 +89,24 @@ async def test_url_and_headers_serve_any_client(served: tuple[AsyncSandbox, int]
             assert (await r.json())["path"] == "/item/7?force=1"
         async with http.get(sandbox.url(port)) as r:
             assert r.status == 200 and (await r.json())["path"] == "/"
+
+
+async def test_the_blocking_sdk_reaches_a_port(
+    served: tuple[AsyncSandbox, int], stack: Stack, owner: str
+) -> None:
+    sandbox, port = served
+
+    def blocking() -> dict[str, object]:
+        with Sandman(
+            stack.url, stack.token, owner=owner, lease_s=None, release_on_exit=False
+        ) as client:
+            box = client.get(sandbox.id)
+            assert box.url(port, "/b") == sandbox.url(port, "/b")
+            answer: dict[str, object] = box.port(port).request("POST", "/b?x=1", data=b"abc").json()
+            return answer
+
+    seen = await anyio.to_thread.run_sync(blocking)
+    assert (seen["method"], seen["path"], seen["length"]) == ("POST", "/b?x=1", 3)
 
 
 async def test_websocket_echo_through_the_tunnel(served: tuple[AsyncSandbox, int]) -> None:
