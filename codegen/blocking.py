@@ -24,6 +24,10 @@ guessed at):
 - a ``@property`` → a property reading the twin's; a class-level annotation ``name: T`` (the
   async class's declared public attributes) → a read-only property, or, when ``T`` is an
   async SDK type, an attribute holding its blocking twin (``sandbox.files``);
+- a plain ``def m`` (no I/O: ``sandbox.url(port)``) → a plain method returning the twin's
+  result, wrapped as above when it is an async SDK object (``sandbox.port(8080)``);
+- ``@async_only`` → nothing: the member hands out objects only an event loop can drive
+  (aiohttp's streamed responses and WebSockets, ``sandman.sdk.ports``);
 - ``__repr__`` → the twin's, without its ``Async`` prefix;
 - the class the trainer constructs (``Sandman``) mirrors its twin's ``__init__`` and owns the
   portal: entering that fails stops it, closing stops it.
@@ -73,12 +77,15 @@ TWINS = (
     Twin("sandman.sdk.tools", "AsyncSession", "Session"),
     Twin("sandman.sdk.tools", "AsyncFiles", "Files"),
     Twin("sandman.sdk.tools", "AsyncProcesses", "Processes"),
+    Twin("sandman.sdk.ports", "AsyncPort", "Port"),
 )
 RENAMED = {"aclose": "close", "__aenter__": "__enter__", "__aexit__": "__exit__"}
 #: What closes a portal owner's twin: the portal stops after it.
 CLOSING = ("aclose", "__aexit__")
 #: Decorators that only document a method: the twin carries them too. Any other is refused.
 DOC_DECORATORS = ("with_create_options",)
+#: A member only the async SDK has (module docstring).
+ASYNC_ONLY = "async_only"
 
 
 class GenerationError(Exception):
@@ -295,10 +302,13 @@ class _Class:
         if decorators == ["property"]:
             self.members.append(self.property(fn))
             return
+        if decorators[:1] == [ASYNC_ONLY]:
+            return
         if any(d not in DOC_DECORATORS for d in decorators):
             raise GenerationError(f"{self.where(name)}: decorated {decorators}")
         if not isinstance(fn, ast.AsyncFunctionDef):
-            raise GenerationError(f"{self.where(name)}: a plain method has no blocking rule")
+            self.members.append(self.plain(fn))
+            return
         self.names.use(*fn.decorator_list)
         self.members.append(self.coroutine(fn, [f"    @{d}\n" for d in decorators]))
 
@@ -318,6 +328,17 @@ class _Class:
         returns = self.annotation(fn.returns, fn.name)
         head = f"    @property\n{self.signature(fn, fn.name)} -> {returns}:\n"
         return f"{head}{_docstring(fn, ' ' * 8)}        return self._async.{fn.name}\n"
+
+    def plain(self, fn: ast.FunctionDef) -> str:
+        """A plain method: the twin's result, an async SDK object wrapped in its twin."""
+        returns = self.annotation(fn.returns, fn.name)
+        head = f"{self.signature(fn, fn.name)} -> {returns}:\n{_docstring(fn, ' ' * 8)}"
+        value = f"self._async.{fn.name}({_forward(fn.args)})"
+        if isinstance(fn.returns, ast.Name) and fn.returns.id in self.twins:
+            return f"{head}        return self._wrap({self.twins[fn.returns.id].name}, {value})\n"
+        if _mentions(fn.returns, self.twins):
+            raise GenerationError(f"{self.where(fn.name)}: returns async objects unwrapped")
+        return f"{head}        return {value}\n"
 
     def owner_init(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
         head = f"{self.signature(fn, '__init__')} -> None:\n{_docstring(fn, ' ' * 8)}"

@@ -19,7 +19,7 @@ from aiohttp import web
 from kube import KubeError, TooManyRequests, TransportError
 from kube.errors import ServerError
 from sandman.base.errors import Failure
-from sandman.wire.errors import Reason, encode_error
+from sandman.wire.errors import REASON_HEADER, Reason, encode_error
 
 __all__ = ["FacadeError", "error_response", "from_kube_error"]
 
@@ -67,7 +67,7 @@ def from_kube_error(e: KubeError, doing: str) -> FacadeError:
 
 
 def error_response(exc: FacadeError) -> web.Response:
-    headers = {}
+    headers = {REASON_HEADER: exc.reason.value}
     if exc.retry_after_s is not None:
         headers["Retry-After"] = str(max(1, round(exc.retry_after_s)))
     if exc.allow:

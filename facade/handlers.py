@@ -49,7 +49,8 @@ from .fairness import (
 from .index import SandboxIndex
 from .metrics import FacadeMetrics
 from .params import decode_body, decode_headers, decode_path, decode_query
-from .paths import proxied_call
+from .paths import PORT_HTTP, PORT_WEBSOCKET, port_call, proxied_call
+from .port_proxy import is_upgrade
 from .proxy import DaemonProxy
 from .routes import IDEMPOTENCY_KEY, FacadeRoute, render
 from .service import SandboxService
@@ -69,6 +70,8 @@ _ROUTER_REASONS = {
 }
 #: Every tail: facade/paths.py decides what is a daemon operation (400/404/405 otherwise).
 _PROXY_PATH = "/v1/sandboxes/{id}/{tail:.+}"
+#: Forwarded ports (facade/port_proxy.py), matched before the tool calls' tail.
+_PORT_PATH = "/v1/sandboxes/{id}/ports/{tail:.*}"
 #: The request's audit entry (facade/audit.py) and its authenticated tenant.
 _AUDIT = web.RequestKey("sandman_audit", AuditEntry)
 _TENANT = web.RequestKey("sandman_tenant", Tenant)
@@ -144,6 +147,7 @@ class FacadeHandlers:
         table = [web.route(r.method, r.path, self._decoding(r, h)) for r, h in bound]
         return [
             *table,
+            web.route("*", _PORT_PATH, self.forward_port),
             web.route("*", _PROXY_PATH, self.forward),
             web.get("/healthz", self.healthz),
             web.get("/readyz", self.readyz),
@@ -347,7 +351,18 @@ class FacadeHandlers:
         tenant = self._authenticate(request)
         call = proxied_call(request.method, request.rel_url.raw_path)
         entry.operation = call.operation
-        sid = call.sandbox_id
+        ip, token = self._reach(tenant, call.sandbox_id)
+        waits = call.operation in LONG_WAITS or "wait" in request.query
+        body = await self._command_body(request, entry)  # a refused call's command too
+        with self.in_flight.hold(tenant, WAIT if waits else CALL):
+            try:
+                return await self.proxy.forward(request, ip, token, call.path, body=body)
+            except FacadeError as e:
+                self.metrics.proxy_errors.labels(e.reason).inc()
+                raise
+
+    def _reach(self, tenant: Tenant, sid: str) -> tuple[str, str]:
+        """The pod IP and daemon token of a ready sandbox (else 409/410 with its state)."""
         sandbox = self.service.get(tenant, sid)
         if sandbox.state in ("failed", "terminated", "releasing"):
             raise FacadeError(
@@ -364,12 +379,22 @@ class FacadeHandlers:
                 f"sandbox {sid} is {sandbox.state}; wait for ready",
                 reason=Reason.SANDBOX_NOT_READY,
             )
-        token = self.service.minter.token_of(pod)
-        waits = call.operation in LONG_WAITS or "wait" in request.query
-        body = await self._command_body(request, entry)  # a refused call's command too
-        with self.in_flight.hold(tenant, WAIT if waits else CALL):
+        return ip, self.service.minter.token_of(pod)
+
+    async def forward_port(self, request: web.Request) -> web.StreamResponse:
+        """A forwarded port (facade/port_proxy.py): HTTP, or a WebSocket upgrade."""
+        entry = request[_AUDIT]
+        upgrade = is_upgrade(request)
+        entry.operation = PORT_WEBSOCKET if upgrade else PORT_HTTP
+        tenant = self._authenticate(request)
+        call = port_call(request.rel_url, reserved=self.proxy.port)
+        ip, token = self._reach(tenant, call.sandbox_id)
+        ports = self.proxy.ports
+        with self.in_flight.hold(tenant, WAIT if upgrade else CALL):
             try:
-                return await self.proxy.forward(request, ip, token, call.path, body=body)
+                if upgrade:
+                    return await ports.websocket(request, ip, token, call.target)
+                return await ports.forward(request, ip, token, call.target)
             except FacadeError as e:
                 self.metrics.proxy_errors.labels(e.reason).inc()
                 raise

@@ -12,6 +12,11 @@ of those readers sees the same way — unreserved characters (RFC 3986 ``[A-Za-z
 never empty, ``.`` or ``..`` — then matches the canonical path against the daemon's route
 table (daemon/sandbox/api.py) for the prefixes in ``PROXIED``. Everything else is refused
 before any byte reaches a sandbox.
+
+Forwarded ports (``/v1/sandboxes/{id}/ports/{port}/<rest>``) are not daemon operations: their
+``<rest>`` is a path of the sandbox's own server, so it may hold what a tool-call segment may
+not (spaces, ``%2F``...). They follow the rule both hops share (daemon/sandbox/port_paths.py):
+a port of 1-65535 that is not the daemon's, no dot-segment, no encoded slash or backslash.
 """
 
 from __future__ import annotations
@@ -20,13 +25,30 @@ import re
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from yarl import URL
+
 from daemon.sandbox.api import ROUTES as DAEMON_ROUTES
+from daemon.sandbox.port_paths import PortPathError, PortTarget, split_port
 from sandman.wire.errors import Reason
 
 from .errors import FacadeError
 from .routes import PROXIED
 
-__all__ = ["OPERATIONS", "ProxiedCall", "proxied_call"]
+__all__ = [
+    "OPERATIONS",
+    "PORT_HTTP",
+    "PORT_WEBSOCKET",
+    "PortCall",
+    "ProxiedCall",
+    "port_call",
+    "proxied_call",
+]
+
+#: The audit log's (and fair sharing's) operation names of forwarded ports.
+PORT_HTTP = "port_http"
+PORT_WEBSOCKET = "port_websocket"
+#: What the shared port rule (daemon/sandbox/port_paths.py) refuses with, here as there.
+PORT_REASONS = (Reason.INVALID_PORT, Reason.PORT_RESERVED, Reason.INVALID_PATH)
 
 PREFIX = ("v1", "sandboxes")
 _SEGMENT = re.compile(r"[A-Za-z0-9._~-]+")
@@ -85,3 +107,30 @@ def proxied_call(method: str, raw_path: str) -> ProxiedCall:
             allow=tuple(allowed),
         )
     return ProxiedCall(sandbox_id=segments[0], path=path, operation=matches[method])
+
+
+@dataclass(frozen=True, slots=True)
+class PortCall:
+    sandbox_id: str
+    target: PortTarget
+
+
+def port_call(url: URL, *, reserved: int) -> PortCall:
+    """The forwarded port of ``url`` (``/v1/sandboxes/{id}/ports/<tail>``, raw).
+
+    Raises FacadeError: 400 ``invalid_path`` (the sandbox id outside the segment rule, or
+    ``<rest>`` outside port_paths.py's), ``invalid_port``, ``port_reserved``."""
+    raw = url.raw_path.split("/", 5)
+    if len(raw) < 5 or raw[4] != "ports":
+        raise FacadeError(f"no forwarded port at {url.raw_path!r}", reason=Reason.NOT_FOUND)
+    sandbox_id = unquote(raw[3], errors="replace")
+    if not _SEGMENT.fullmatch(sandbox_id) or sandbox_id in (".", ".."):
+        raise FacadeError(f"not a sandbox id: {raw[3]!r}", reason=Reason.INVALID_PATH)
+    tail = raw[5] if len(raw) > 5 else ""
+    query = url.raw_query_string
+    try:
+        target = split_port(tail + (f"?{query}" if query else ""), reserved=reserved)
+    except PortPathError as exc:
+        reason = next(r for r in PORT_REASONS if r is exc.reason)  # only these, by name
+        raise FacadeError(exc.message, reason=reason) from None
+    return PortCall(sandbox_id, target)

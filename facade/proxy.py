@@ -26,6 +26,7 @@ from sandman.wire.errors import Reason
 from sandman.wire.keepalive import POOLED_IDLE_S
 
 from .errors import FacadeError
+from .port_proxy import PortProxy
 
 __all__ = ["DaemonProxy", "ProxyLimits"]
 
@@ -60,6 +61,11 @@ class ProxyLimits:
         help="an idle pooled connection to a daemon is closed after this: shorter than the "
         "daemon's keep-alive timeout, so this end lets go first",
     )
+    websocket_message_bytes: int = setting(
+        16 << 20,
+        help="largest WebSocket message relayed through a forwarded port, either way "
+        "(facade/port_proxy.py); a larger one closes the connection (1009)",
+    )
 
 
 class DaemonProxy:
@@ -68,6 +74,8 @@ class DaemonProxy:
         self.port = port
         """The daemon port on each pod IP (daemon/sandbox/layout.py)."""
         self._session: aiohttp.ClientSession | None = None
+        #: Forwarded ports (facade/port_proxy.py): through the same daemon, unpooled.
+        self.ports = PortProxy(self.limits, port)
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(
@@ -81,8 +89,10 @@ class DaemonProxy:
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=timeout, auto_decompress=False
         )
+        await self.ports.start()
 
     async def close(self) -> None:
+        await self.ports.close()
         if self._session is not None:
             await self._session.close()
             self._session = None

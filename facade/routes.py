@@ -275,12 +275,24 @@ def _proxied_paths() -> dict[str, dict[str, Any]]:
         "too_many_waits (the tenant's caps), 502 daemon_unreachable, "
         "504 daemon_timeout come from the facade."
     )
-    return {
+    ports = (
+        "Any method: a server listening on `port` inside the sandbox, reached through its "
+        "daemon (`/v1/ports/{port}/{path}` of docs/openapi/daemon.json) with the path and "
+        "query as sent; the caller's Authorization and hop-by-hop headers are not passed on; "
+        "a WebSocket upgrade is relayed message by message. 400 `invalid_port`, "
+        "`port_reserved` (the daemon's port), `invalid_path` (a dot-segment, an encoded `/` "
+        "or `\\`, an empty segment before the last); 502 `port_not_listening` (nothing "
+        "listens), `upgrade_refused`; the sandbox's own answers otherwise, unchanged; "
+        "409/410/429/502/504 as for tool calls. Error answers of the facade and the daemon "
+        "carry `x-sandman-reason`."
+    )
+    paths = {
         f"/v1/sandboxes/{{id}}/{op}": {
             "description": note.replace("{op}", op),
         }
         for op in PROXIED
     }
+    return paths | {"/v1/sandboxes/{id}/ports/{port}/{path}": {"description": ports}}
 
 
 def build_document() -> dict[str, Any]:

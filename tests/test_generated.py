@@ -33,7 +33,7 @@ def test_every_generated_module_says_so_on_its_first_line() -> None:
 @pytest.mark.parametrize(
     ("member", "complaint"),
     [
-        ("def ping(self) -> None: ...", "a plain method"),
+        ("def pair(self) -> list[AsyncX]: ...", "returns async objects unwrapped"),
         ("@retried\nasync def ping(self) -> None: ...", "decorated"),
         ("async def adopt(self, other: AsyncX) -> None: ...", "takes an async object"),
         ("async def pair(self) -> tuple[AsyncX, int]: ...", "returns async objects"),
@@ -48,6 +48,24 @@ def test_a_member_no_rule_covers_stops_the_generator(member: str, complaint: str
     twin = Twin("sandman.sdk.x", "AsyncX", "X")
     with pytest.raises(GenerationError, match=complaint):
         _Class(twin, node, {"AsyncX": twin}, _Names("sandman.sdk.blocking.x")).render()
+
+
+def test_plain_and_async_only_members() -> None:
+    """A plain method forwards (its async SDK result wrapped); ``@async_only`` has no twin."""
+    source = (
+        "class AsyncX:\n"
+        "    def url(self, port: int) -> str: ...\n"
+        "    def child(self) -> AsyncX: ...\n"
+        "    @async_only\n"
+        "    async def socket(self) -> int: ...\n"
+    )
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.ClassDef)
+    twin = Twin("sandman.sdk.x", "AsyncX", "X")
+    text = _Class(twin, node, {"AsyncX": twin}, _Names("sandman.sdk.blocking.x")).render()
+    assert "        return self._async.url(port)\n" in text
+    assert "        return self._wrap(X, self._async.child())\n" in text
+    assert "socket" not in text
 
 
 def test_a_region_is_replaced_between_its_markers_only() -> None:

@@ -76,6 +76,10 @@ EXCLUDES = (
     "ensurepip", "venv", "distutils", "setuptools", "pkg_resources", "_distutils_hack", "pip",
     "aiohttp", "kr8s", "kubernetes", "httpx", "yaml", "prometheus_client", "urllib3",
     "requests", "pytest", "hypothesis", "psutil", "mypy",
+    # aiohttp's URL library, which the SDK (sandman.sdk.ports) imports beside aiohttp: the
+    # analysis reaches the SDK through sandman/__init__'s type-checking import, and yarl's
+    # optional pydantic support would pull in rich, pygments, PIL and numpy.
+    "yarl", "pydantic", "pydantic_core",
     # Optional for msgspec on Python >= 3.11 (it falls back to `typing`; attrs support is
     # only imported when an attrs class is encoded): ~4 ms less import time at start.
     "typing_extensions", "attr", "attrs",

@@ -12,7 +12,7 @@ so logs keep the origin.
 from __future__ import annotations
 
 from sandman.base.errors import Failure
-from sandman.wire.errors import Reason
+from sandman.wire.errors import REASON_HEADER, Reason
 
 __all__ = ["DaemonError"]
 
@@ -42,8 +42,11 @@ class DaemonError(Failure):
         )
 
     def headers(self) -> list[tuple[str, str]]:
+        """The answer's headers; ``x-sandman-reason`` names the reason where no body is read
+        (a refused WebSocket upgrade through a forwarded port, a HEAD)."""
+        reason = [(REASON_HEADER, self.reason.value)]
         if self.status == 401:
-            return [("www-authenticate", 'Bearer realm="sandman"')]
+            return [("www-authenticate", 'Bearer realm="sandman"'), *reason]
         if self.retry_after_s is not None:
-            return [("retry-after", str(max(1, round(self.retry_after_s))))]
-        return []
+            return [("retry-after", str(max(1, round(self.retry_after_s)))), *reason]
+        return reason

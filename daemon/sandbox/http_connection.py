@@ -38,6 +38,7 @@ __all__ = [
     "HeadTimeout",
     "Request",
     "Response",
+    "Tunnel",
     "error_body",
     "parse_query",
 ]
@@ -70,14 +71,20 @@ class HeadTimeout(Exception):
         self.partial = partial
 
 
+Tunnel = Callable[["Channel"], Awaitable[None]]
+
+
 @dataclass(slots=True)
 class Response:
-    """A response: a complete body (bytes) or an async iterator of chunks (streamed, chunked)."""
+    """A response: a complete body (bytes) or an async iterator of chunks (streamed, chunked);
+    or ``tunnel``, which takes the connection over (a forwarded port, ``ports.py``): it is
+    handed the channel instead of an answer being written, and the connection closes after."""
 
     status: int = 200
     body: bytes | AsyncIterator[bytes] = b""
     content_type: str = "application/json"
     headers: list[tuple[str, str]] = field(default_factory=list)
+    tunnel: Tunnel | None = None
 
 
 class Channel:
@@ -129,7 +136,8 @@ class Channel:
         """The request a handler sees, from its head."""
         path, _, query = bytes(event.target).partition(b"?")
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers}
-        return Request(event.method.decode(), _path_text(path), parse_query(query), headers, self)
+        method = event.method.decode()
+        return Request(method, _path_text(path), parse_query(query), headers, self, event=event)
 
     async def next_body_event(self) -> object:
         while True:
@@ -262,6 +270,9 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]
     channel: Channel
+    #: The head as it arrived (raw target, every header in order): what a forwarded port
+    #: passes on (``ports.py``).
+    event: h11.Request | None = None
     path_params: dict[str, str] = field(default_factory=dict)
     _body_done: bool = False
 

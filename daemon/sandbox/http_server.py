@@ -166,6 +166,9 @@ class HttpServer:
             channel.busy = True
             request = channel.request(event)
             response = await self._answer(request, overflow)
+            if response.tunnel is not None:  # the connection is the tunnel's now
+                await response.tunnel(channel)
+                return
             try:
                 await channel.respond(response)
             finally:  # a streamed body holds resources until closed, even if never sent

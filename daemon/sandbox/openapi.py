@@ -31,6 +31,17 @@ QUERY_TYPES = {
 }
 
 
+PORTS_NOTE = (
+    "Any method: forwarded to a server listening on `port` inside the sandbox (the "
+    "daemon's own address, then 127.0.0.1) as `/{path}` with the query, the request's "
+    "head rewritten (no Authorization, no hop-by-hop headers, its own Host, Connection: "
+    "close) and then bytes spliced both ways, a WebSocket upgrade included; the connection "
+    "closes after (daemon/sandbox/ports.py). 400 `invalid_port` (not 1-65535), "
+    "`port_reserved` (the daemon's own port), `invalid_path` (a dot-segment, an encoded "
+    "`/` or `\\`, an empty segment before the last); 502 `port_not_listening`."
+)
+
+
 def _ref(model: type) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
@@ -140,7 +151,10 @@ def build_document() -> dict[str, Any]:
         title="Sandman sandbox daemon",
         version=__version__,
         query_types=QUERY_TYPES,
-        extra_paths={"/healthz": unauthenticated_get("healthz", "Readiness probe (no auth)")},
+        extra_paths={
+            "/healthz": unauthenticated_get("healthz", "Readiness probe (no auth)"),
+            "/v1/ports/{port}/{path}": {"description": PORTS_NOTE},
+        },
         side=Side.DAEMON,
     )
 

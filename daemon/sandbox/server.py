@@ -43,8 +43,9 @@ from .claim import Credentials
 from .errors import DaemonError
 from .execution import ExecManager
 from .files import FileService
-from .http_connection import ConnectionLimits, Handler, Request, Response
+from .http_connection import Channel, ConnectionLimits, Handler, Request, Response
 from .http_server import HttpServer
+from .ports import PortForwarder, is_port_request
 from .processes import ProcessManager
 from .routing import Router
 from .sessions import SessionManager
@@ -132,7 +133,9 @@ class SandboxDaemon:
         self.files = FileService(settings.workdir, settings.max_dir_entries)
         self.cgroups = CgroupReader()
         self.router = Router(api.bind(api.ROUTES, self.handlers()))
-        self._http = HttpServer(self._handle, connection_limits(settings))
+        limits = connection_limits(settings)
+        self._http = HttpServer(self._handle, limits)
+        self.ports = PortForwarder(limits, settings.host, settings.port)
         self.credentials = Credentials(settings.verifier(), pooled=settings.pooled)
         #: The idle timeout in force: the settings', or a pool sandbox's claim's.
         self.idle_timeout_s = settings.idle_timeout_s
@@ -155,6 +158,7 @@ class SandboxDaemon:
         self.port = await self._http.start(
             self.settings.host, self.settings.port, listener, adopted
         )
+        self.ports.own_port = self.port
         return self.port
 
     async def serve_until_stopped(self) -> None:
@@ -192,6 +196,8 @@ class SandboxDaemon:
         if request.path == "/healthz":
             return Response(200, b'{"status":"ok"}')
         self._authenticate(request)
+        if is_port_request(request):
+            return self._track_tunnel(await self.ports.open(request))
         handler, request.path_params = self.router.resolve(request.method, request.path)
         self._in_flight += 1
         try:
@@ -207,6 +213,21 @@ class SandboxDaemon:
         """A streamed response counts as activity until it is closed."""
         self._in_flight += 1
         return GuardedStream(body, self._stream_closed)
+
+    def _track_tunnel(self, response: Response) -> Response:
+        """A forwarded port's tunnel counts as activity while it is open (ports.py)."""
+        tunnel = response.tunnel
+        assert tunnel is not None
+
+        async def tracked(channel: Channel) -> None:
+            self._in_flight += 1
+            try:
+                await tunnel(channel)
+            finally:
+                self._stream_closed()
+
+        response.tunnel = tracked
+        return response
 
     def _stream_closed(self) -> None:
         self._in_flight -= 1

@@ -8,6 +8,11 @@ status and reason, or the daemon's own answer for an operation it has (never its
 ``no_such_endpoint``, never its ``/healthz``). Before the fix ``files/../../../healthz``
 reached the daemon's health check.
 
+Forwarded ports: generated port paths (the same alphabet after ``ports/<port>/``) go to a
+server started in the sandbox; the answer is the facade's decision (``facade.paths.
+port_call``): its refusal, or the server's echo of exactly the target the facade decided —
+never the daemon's own operations, never a 5xx.
+
 Shutdown: a facade told to stop answers its parked waits 503 ``facade_stopping`` and exits
 in about a second, instead of holding them (and itself) for aiohttp's shutdown timeout.
 """
@@ -20,6 +25,7 @@ import os
 import signal
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -29,11 +35,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from yarl import URL
 
+from daemon.sandbox.layout import DAEMON_PORT
+from devstack.ports import free_listen_port
 from facade.errors import FacadeError
-from facade.paths import proxied_call
-from tests.support.paths import daemon_call, hostile_call
+from facade.paths import port_call, proxied_call
+from tests.support.paths import daemon_call, hostile_call, port_request
 from tests.support.stack import RunningStack
 from tests.support.wait import wait_until_async
+
+SERVER = Path(__file__).resolve().parents[1] / "support" / "port_server.py"
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 IMAGE = "registry.example/tasks/demo:1"
@@ -115,6 +125,55 @@ async def test_the_answer_is_the_checks_decision(
         assert answer in ((refused.status, refused.reason), (404, "not_found")), (raw, body)
     elif refused is not None:  # not_found, or a made-up sandbox id's sandbox_not_found
         assert status == 404, (method, raw, body)
+
+
+@pytest.fixture(scope="module")
+async def port(stack: RunningStack, sandbox: str) -> int:
+    """The port server (tests/support/port_server.py) running in the module's sandbox."""
+    chosen = free_listen_port()
+    base = f"{stack.url}/v1/sandboxes/{sandbox}"
+    headers = {"Authorization": f"Bearer {stack.token}"}
+    async with aiohttp.ClientSession(headers=headers) as http:
+        params = {"path": "/tmp/port_server.py"}
+        async with http.put(f"{base}/files", params=params, data=SERVER.read_bytes()) as r:
+            assert r.status == 200, await r.text()
+        command = {"command": f"python3 /tmp/port_server.py {chosen} 127.0.0.1"}
+        async with http.post(f"{base}/processes", json=command) as r:
+            assert r.status == 201, await r.text()
+
+    async def listening() -> bool:
+        status, _ = await _send(stack, "GET", f"/v1/sandboxes/{sandbox}/ports/{chosen}/")
+        return status == 200
+
+    await wait_until_async(listening, timeout_s=30)
+    return chosen
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(request=port_request())
+async def test_a_port_paths_answer_is_the_checks_decision(
+    stack: RunningStack, sandbox: str, port: int, request: tuple[str, str]
+) -> None:
+    method, generated = request
+    raw = generated.replace("sb-1", sandbox).format(port=port, daemon=DAEMON_PORT)
+    status, body = await _send(stack, method, raw)
+    assert status < 500, (method, raw, body)
+    try:
+        decided = port_call(URL(raw, encoded=True), reserved=DAEMON_PORT)
+    except FacadeError as e:
+        refused: FacadeError | None = e
+    else:
+        refused = None
+    if refused is not None:
+        assert (status, _reason(body)) == (refused.status, refused.reason), (raw, body)
+        return
+    assert status == 200, (method, raw, body)
+    seen = json.loads(body)
+    assert (seen["method"], seen["path"]) == (method, decided.target.target), raw
 
 
 async def _parked(url: str, count: int) -> bool:

@@ -51,16 +51,18 @@ class Flow:
 
 
 Y, N = True, False
+#: Tool calls and forwarded ports (facade/port_proxy.py) alike: a sandbox's server is reached
+#: through its daemon, never on a port of its own.
+_DAEMON_HOP = "tool calls and forwarded ports (/v1/ports/...), pod IP:8790"
 FLOWS = (
     # --- what the code needs ---------------------------------------------------------------
     Flow("trainer", "facade", "facade", Y, "sdk/sandman/client.py",
          "the trainer API (and tool calls)"),
     Flow("facade", "controller", "placement", Y, "kube/placement.py",
          "POST /internal/v1/placements on the leader's advertised URL (pre-placed creates)"),
-    Flow("facade", "sandbox-tiny", "daemon", Y, "facade/proxy.py", "tool calls, pod IP:8790"),
-    Flow("facade", "sandbox-build", "daemon", Y, "facade/proxy.py", "tool calls, pod IP:8790"),
-    Flow("facade", "sandbox-internet", "daemon", Y, "facade/proxy.py",
-         "tool calls, pod IP:8790"),
+    Flow("facade", "sandbox-tiny", "daemon", Y, "facade/proxy.py", _DAEMON_HOP),
+    Flow("facade", "sandbox-build", "daemon", Y, "facade/proxy.py", _DAEMON_HOP),
+    Flow("facade", "sandbox-internet", "daemon", Y, "facade/proxy.py", _DAEMON_HOP),
     Flow("controller", "apiserver", 443, Y, "kube/credentials.py",
          "watches, binds, Leases (in-cluster: KUBERNETES_SERVICE_HOST)"),
     Flow("facade", "apiserver", 443, Y, "kube/credentials.py", "creates, watches, Leases"),

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from daemon.sandbox.api import ROUTES as DAEMON_ROUTES
 from facade.routes import PROXIED
 
-__all__ = ["METHODS", "PIECES", "daemon_call", "hostile_call"]
+__all__ = ["METHODS", "PIECES", "PORT_PIECES", "daemon_call", "hostile_call", "port_request"]
 
 # Only what a request-target may hold: a raw space is the HTTP parser's own 400.
 PIECES = [
@@ -46,3 +46,20 @@ def hostile_call(draw: st.DrawFn, sid: str = "sb-1") -> tuple[str, str]:
     """(method, raw path): up to six pieces of the alphabet, in any order."""
     pieces = draw(st.lists(st.sampled_from(PIECES), min_size=1, max_size=6))
     return draw(st.sampled_from(METHODS)), f"/v1/sandboxes/{draw(_sids(sid))}/" + "/".join(pieces)
+
+
+#: What stands where a forwarded port's number goes: ``{port}`` and ``{daemon}`` are filled in
+#: by the test (a port it chose, the daemon's own), the rest is refused or out of range.
+PORT_PIECES = ["{port}", "{port}", "{port}", "{daemon}", "0", "65536", "080", "-1", "%38", "a", ""]
+QUERIES = ["", "", "?a=1", "?x=%2F&y=..", "?", "?%00=%ff"]
+
+
+@st.composite
+def port_request(draw: st.DrawFn, sid: str = "sb-1") -> tuple[str, str]:
+    """(method, raw path) of a forwarded port: ``/v1/sandboxes/<sid>/ports/<port>/`` and up
+    to five pieces of the alphabet, maybe a query (the pieces may hold one too)."""
+    port = draw(st.sampled_from(PORT_PIECES))
+    pieces = draw(st.lists(st.sampled_from(PIECES), max_size=5))
+    query = draw(st.sampled_from(QUERIES))
+    path = f"/v1/sandboxes/{sid}/ports/{port}/" + "/".join(pieces)
+    return draw(st.sampled_from(METHODS)), path + query

@@ -5,7 +5,8 @@ policy), ``transport`` (the facade connection with retries), ``results`` (what t
 return), ``tools`` (sessions, files, processes), ``sandbox`` (``AsyncSandbox``), ``client``
 (``AsyncSandman``: create, batches, list, owner lease, ``prepare``; the create keywords are
 ``create_options``, generated from the wire model), ``announcement`` (``AsyncPreparation``:
-an announcement's progress), ``blocking`` (the blocking twins, generated from the async
+an announcement's progress), ``ports`` (``AsyncPort``: a server inside a sandbox),
+``blocking`` (the blocking twins, generated from the async
 classes, and the portal they are driven through).
 Public names are re-exported from :mod:`sandman`.
 """
@@ -13,6 +14,7 @@ Public names are re-exported from :mod:`sandman`.
 from .announcement import AsyncPreparation
 from .blocking.announcement import Preparation
 from .blocking.client import Sandman
+from .blocking.ports import Port
 from .blocking.sandbox import Sandbox
 from .blocking.tools import Files, Processes, Session
 from .client import AsyncSandman, new_owner
@@ -46,6 +48,7 @@ from .errors import (
     Unauthenticated,
     Unschedulable,
 )
+from .ports import AsyncPort, PortResponse
 from .results import CommandResult, ProcessLogs, SessionResult, StreamEvent
 from .sandbox import AsyncSandbox
 from .settings import Limits, RetryPolicy, Timeouts
@@ -54,6 +57,7 @@ from .tools import AsyncFiles, AsyncProcesses, AsyncSession
 __all__ = [
     "AdmissionFailed",
     "AsyncFiles",
+    "AsyncPort",
     "AsyncPreparation",
     "AsyncProcesses",
     "AsyncSandbox",
@@ -72,6 +76,8 @@ __all__ = [
     "Limits",
     "NotFound",
     "PermissionDenied",
+    "Port",
+    "PortResponse",
     "Preparation",
     "PreparationFailed",
     "PreparationTimeout",

@@ -38,6 +38,7 @@ from .errors import (
     Unschedulable,
     error_for,
 )
+from .ports import AsyncPort
 from .results import CommandResult, StreamEvent
 from .tools import (
     AsyncFiles,
@@ -282,6 +283,21 @@ class AsyncSandbox:
     ) -> AsyncSession:
         """A persistent shell named ``name`` (created, or attached to if it exists)."""
         return await open_session(self._calls, name, cwd=cwd, env=env, shell=shell)
+
+    def port(self, port: int) -> AsyncPort:
+        """A server listening on ``port`` inside the sandbox, reached through the facade:
+        ``sandbox.port(8080).request("GET", "/health")`` (docs/trainer-guide.md, "Ports")."""
+        return AsyncPort(self._transport, self.id, port)
+
+    def url(self, port: int, path: str = "/") -> str:
+        """The facade URL of ``path`` (query included) on ``port`` inside the sandbox; a
+        request to it carries :attr:`headers` (a browser tool, another HTTP client)."""
+        return self.port(port).url + "/" + path.lstrip("/")
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers a request to :meth:`url` carries: the tenant's bearer token."""
+        return {"Authorization": f"Bearer {self._transport.token}"}
 
     async def info(self) -> DaemonInfo:
         """The daemon's view: uptime, idle time, cgroup limits and usage."""

@@ -31,6 +31,7 @@ from typing import Annotated
 import msgspec
 
 __all__ = [
+    "REASON_HEADER",
     "ErrorBody",
     "ErrorDetail",
     "Kind",
@@ -198,6 +199,10 @@ class Reason(enum.StrEnum):
         "`max_output_bytes` over the daemon's cap")
     RESUME_PAST_END = ("resume_past_end", 400, K.INVALID_REQUEST, D,
         "`resume_from` past the events the exec has sent")
+    INVALID_PORT = ("invalid_port", 400, K.INVALID_REQUEST, B,
+        "a forwarded port (`/ports/{port}/`) that is not a decimal from 1 to 65535")
+    PORT_RESERVED = ("port_reserved", 400, K.INVALID_REQUEST, B,
+        "a forwarded port that is the sandbox daemon's own: tool calls have their own routes")
 
     # --- 401 / 403 ---------------------------------------------------------------------------
     UNAUTHENTICATED = ("unauthenticated", 401, K.UNAUTHENTICATED, F,
@@ -302,6 +307,11 @@ class Reason(enum.StrEnum):
         "the sandbox's daemon refused the facade's token (its secret or the pod changed)")
     DAEMON_UNREACHABLE = ("daemon_unreachable", 502, K.DAEMON_UNREACHABLE, F,
         "the facade could not reach the sandbox's daemon")
+    PORT_NOT_LISTENING = ("port_not_listening", 502, K.SERVER_ERROR, D,
+        "nothing listens on that port inside the sandbox (the connection was refused)")
+    UPGRADE_REFUSED = ("upgrade_refused", 502, K.SERVER_ERROR, F,
+        "the server in the sandbox did not accept the WebSocket upgrade (the message says "
+        "what it answered)")
     CLUSTER_UNAVAILABLE = ("cluster_unavailable", 503, K.SERVICE_UNAVAILABLE, F,
         "the API server failed or could not be reached")
     FACADE_STOPPING = ("facade_stopping", 503, K.SERVICE_UNAVAILABLE, F,
@@ -375,6 +385,11 @@ class ErrorBody(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(ErrorBody)
+
+#: Both servers name the reason of every error answer in this header too: where no body is
+#: read (a refused WebSocket upgrade, a HEAD) and where a body could be a sandbox server's
+#: own (a forwarded port's answer passes through unchanged, and carries none).
+REASON_HEADER = "x-sandman-reason"
 
 
 def encode_error(reason: Reason, message: str) -> bytes:

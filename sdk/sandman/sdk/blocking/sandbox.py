@@ -13,6 +13,7 @@ from types import TracebackType
 from anyio.from_thread import BlockingPortal
 
 from sandman.sdk.blocking.portal import Bound
+from sandman.sdk.blocking.ports import Port
 from sandman.sdk.blocking.tools import Files, Processes, Session
 from sandman.sdk.results import CommandResult, StreamEvent
 from sandman.sdk.sandbox import AsyncSandbox
@@ -145,6 +146,21 @@ class Sandbox(Bound[AsyncSandbox]):
         return self._wrap(
             Session, self._call(lambda: self._async.session(name, cwd=cwd, env=env, shell=shell))
         )
+
+    def port(self, port: int) -> Port:
+        """A server listening on ``port`` inside the sandbox, reached through the facade:
+        ``sandbox.port(8080).request("GET", "/health")`` (docs/trainer-guide.md, "Ports")."""
+        return self._wrap(Port, self._async.port(port))
+
+    def url(self, port: int, path: str = "/") -> str:
+        """The facade URL of ``path`` (query included) on ``port`` inside the sandbox; a
+        request to it carries :attr:`headers` (a browser tool, another HTTP client)."""
+        return self._async.url(port, path)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers a request to :meth:`url` carries: the tenant's bearer token."""
+        return self._async.headers
 
     def info(self) -> DaemonInfo:
         """The daemon's view: uptime, idle time, cgroup limits and usage."""
