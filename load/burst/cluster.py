@@ -18,9 +18,11 @@ import aiohttp
 import yaml
 
 from kube import PODS, KubeClient
+from kube.contract import LABEL_OWNER, LABEL_SANDBOX
+from kube.pool_contract import LABEL_POOL, SANDBOX_CLAIMS
 from load.burst.analysis import ApiCounters, parse_metrics, parse_samples
 
-__all__ = ["FACADE_COUNTERS", "MetricsReader", "count_pods", "facade_counters"]
+__all__ = ["FACADE_COUNTERS", "MetricsReader", "count_pods", "facade_counters", "run_sandboxes"]
 
 
 class MetricsReader:
@@ -58,6 +60,33 @@ class MetricsReader:
 async def count_pods(client: KubeClient, namespace: str, label_selector: str) -> int:
     listing = await client.list(PODS, namespace, label_selector=label_selector)
     return len(listing.get("items") or [])
+
+
+async def run_sandboxes(
+    client: KubeClient, namespace: str, owner: str
+) -> tuple[dict[str, list[str]], set[str]]:
+    """The run's SandboxClaims (name -> the pool pods each holds: the claims whose owner is
+    ``owner``) and the run's live sandboxes: pods with its owner label and pool pods its
+    claims hold, by sandbox id (a pod being deleted is not live). For the hand-over checks
+    (load/burst/handover.py): listed once the burst is over, before the release."""
+    listing = await client.list(SANDBOX_CLAIMS, namespace)
+    claims = {
+        c["metadata"]["name"]: list(c["spec"].get("pods") or [])
+        for c in listing.get("items") or []
+        if (c.get("spec") or {}).get("owner") == owner
+    }
+    held = {pod for pods in claims.values() for pod in pods}
+    owned = await client.list(PODS, namespace, label_selector=f"{LABEL_OWNER}={owner}")
+    pooled = await client.list(PODS, namespace, label_selector=LABEL_POOL) if held else {}
+    live = set()
+    for pod in (*(owned.get("items") or []), *(pooled.get("items") or [])):
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            continue
+        sid = (meta.get("labels") or {}).get(LABEL_SANDBOX) or meta["name"]
+        if LABEL_POOL not in (meta.get("labels") or {}) or meta["name"] in held:
+            live.add(sid)
+    return claims, live
 
 
 #: The facades' own counters of how each pod was created (the API server cannot tell a
