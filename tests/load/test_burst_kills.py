@@ -21,7 +21,7 @@ import pytest
 
 from load.burst.progress import say
 from load.burst.report import write_csv, write_markdown
-from load.burst.run import run_burst
+from load.burst.run import _stack_settings, run_burst
 from load.burst.settings import BurstSettings, Thresholds
 
 N, BATCH = 60, 20
@@ -45,6 +45,15 @@ def _settings(tmp_path: Path) -> BurstSettings:
         # and the cold fallback's start are inside the stall.
         thresholds=Thresholds(max_claimed_p50_s=2.0, max_claimed_p99_s=5.0, max_stall_s=15.0),
     )
+
+
+def test_a_facade_kill_runs_two_replicas_and_needs_the_facade(tmp_path: Path) -> None:
+    assert _stack_settings(_settings(tmp_path)).facade_replicas == 2
+    assert _stack_settings(_settings(tmp_path)).controller_replicas == 2
+    assert _stack_settings(BurstSettings(out=tmp_path)).facade_replicas == 1
+    for bad in ({"kill_facade_at": 1.0}, {"kill_facade_at": 0.5, "direct": True}):
+        with pytest.raises(ValueError, match=r"kill.facade.at"):
+            BurstSettings(out=tmp_path, **bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.anyio
