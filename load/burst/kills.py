@@ -51,10 +51,16 @@ class _Kill:
         name = self.victim()
         await self.stack.kill(name)
         self.killed = name
-        self.say(f"SIGKILLed the {self.what} ({name}) at {count:,} {self.unit}, t = {now:.2f} s")
+        self.say(
+            f"SIGKILLed the {self.what} ({name}{self.detail()}) at {count:,} {self.unit}, "
+            f"t = {now:.2f} s"
+        )
 
     def victim(self) -> str:
         raise NotImplementedError
+
+    def detail(self) -> str:
+        return ""
 
 
 class LeaderKiller(_Kill):
@@ -98,3 +104,6 @@ class FacadeKiller(_Kill):
         busiest = max(reversed(urls), key=lambda u: self.driver.in_flight.get(u, 0))
         self.in_flight = self.driver.in_flight.get(busiest, 0)
         return self.stack.facades()[urls.index(busiest)]
+
+    def detail(self) -> str:
+        return f", {self.in_flight} request{'s' * (self.in_flight != 1)} in flight on it"

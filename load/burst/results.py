@@ -244,6 +244,13 @@ def _notes(s: BurstSettings, b: ProfileBudget, m: an.BudgetModel) -> list[str]:
         "apiserver_request_total; the kubelets' status writes and final deletes are node "
         "traffic in their own priority level and not counted.",
     ]
+    if s.kill_facade_at is not None:
+        notes.append(
+            "Facade kill: the facades' own counters (pod creates, placements, pool claims) "
+            "are the surviving replica's, scraped before the release; the killed one's died "
+            "with it. The hand-over figures are every request's answers, whichever replica "
+            "gave them, and the cluster's SandboxClaims."
+        )
     if s.apf == "manifests":
         notes.append(
             "APF: manifests/access/flowcontrol.yaml applied; the budget above is the sum of "
