@@ -81,7 +81,9 @@ async def test_a_facade_and_the_leader_killed_mid_claim_hand_nothing_twice(
     assert h is not None and a is not None, text
     assert result.ok, text
     assert result.facade_killed and result.leader_killed_at_s >= 0, text
-    if at_once:  # nothing was sent after the kill: exactly what it held was moved
+    if at_once:  # all three sent at 0, the kill at the first answer: the others in flight
+        assert result.facade_killed_in_flight >= 1, text
+        # nothing was sent after the kill: exactly what the replica held was moved
         assert h.moved_requests == h.interrupted == result.facade_killed_in_flight, text
     else:
         assert h.moved_requests >= 1, text
