@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from load.burst.analysis import Check, SandboxTimes
 from load.burst.driver import RequestRecord
 
-__all__ = ["Handover", "handover_checks", "handover_markdown", "summarize_handover"]
+__all__ = ["Handover", "handover_checks", "handover_markdown", "reasons", "summarize_handover"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,8 @@ class Handover:
     interrupted: int  # of those, lost with the request in flight
     moved_requests: int  # requests with at least one such attempt
     claims: int  # the run's SandboxClaims
+    #: answered, not Ready once the burst was over, by pod state (e.g. Unschedulable)
+    not_ready: dict[str, int]
 
 
 def summarize_handover(
@@ -66,10 +68,12 @@ def summarize_handover(
     rows: Mapping[str, SandboxTimes],
     claims: Mapping[str, Iterable[str]],
     live: Iterable[str],
+    not_ready: Mapping[str, str] | None = None,
 ) -> Handover:
     """``records``: every request's answers; ``rows``: the burst's rows by sandbox id (Ready
     and claimed marks); ``claims``: the run's SandboxClaims (name -> pods); ``live``: the
-    run's sandboxes that existed once the burst was over."""
+    run's sandboxes that existed once the burst was over; ``not_ready``: those not Ready
+    then, id -> why (their pod's state)."""
     per_request = [set(r.ids) for r in records]
     seen = Counter(sid for ids in per_request for sid in ids)
     answered = set(seen)
@@ -103,6 +107,7 @@ def summarize_handover(
         interrupted=sum(r.interrupted for r in records),
         moved_requests=sum(1 for r in records if r.moved),
         claims=len(claims),
+        not_ready=dict(Counter((not_ready or {}).get(sid, "gone") for sid in answered - ready)),
     )
 
 
@@ -123,7 +128,8 @@ def handover_checks(h: Handover) -> list[Check]:
         Check(
             "sandboxes lost (requested, neither answered Ready nor refused with a reason)",
             "0",
-            f"{h.lost:,} (refused with a reason: {errors:,})",
+            f"{h.lost:,} (refused with a reason: {errors:,}; answered, not Ready: "
+            f"{reasons(h.not_ready)})",
             h.lost == 0,
         ),
         Check("requests answered", f"{h.requests:,}", f"{h.answered:,}", h.answered == h.requests),
@@ -136,12 +142,13 @@ def handover_checks(h: Handover) -> list[Check]:
     ]
 
 
+def reasons(counts: Mapping[str, int]) -> str:
+    """``"a 2, b 1"`` (``"none"`` when empty)."""
+    return ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) or "none"
+
+
 def handover_markdown(h: Handover) -> list[str]:
     """The report's hand-over section (Markdown lines)."""
-
-    def reasons(counts: Mapping[str, int]) -> str:
-        return ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())) or "none"
-
     return [
         "",
         "### Hand-over: every request's answers",
@@ -161,5 +168,6 @@ def handover_markdown(h: Handover) -> list[str]:
         f"{h.claims:,} SandboxClaims | {len(h.twice):,} / {len(h.twice_claimed):,} |",
         f"| a retry's answer dropped an id / live sandboxes no answer names | {h.changed:,} / "
         f"{len(h.orphaned):,} |",
+        f"| answered, not Ready once the burst was over (by pod state) | {reasons(h.not_ready)} |",
         f"| lost | {h.lost:,} |",
     ]

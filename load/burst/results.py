@@ -20,6 +20,7 @@ from load.burst.announce import Pool
 from load.burst.announce_results import AnnounceResult, announce_checks, summarize
 from load.burst.baseline import BUCKET_BURST
 from load.burst.classes import Placement
+from load.burst.cluster import RunSandboxes
 from load.burst.driver import Driver, FacadeDriver
 from load.burst.handover import handover_checks, summarize_handover
 from load.burst.kills import FacadeKiller
@@ -50,10 +51,9 @@ class SandmanPhase:
     pool: Pool | None = None  # --announce: the pool's watch and fill
     #: --kill-facade-at: the kill (its time, the replica, requests in flight on it).
     facade_kill: FacadeKiller | None = None
-    #: The run's SandboxClaims (name -> pods) and live sandboxes once the burst was over
+    #: The run's SandboxClaims and live sandboxes once the burst was over
     #: (cluster.run_sandboxes): the hand-over checks' side of the cluster.
-    claims: dict[str, list[str]] = field(default_factory=dict)
-    live: set[str] = field(default_factory=set)
+    held: RunSandboxes = field(default_factory=RunSandboxes)
 
 
 def describe_mode(s: BurstSettings) -> str:
@@ -171,8 +171,9 @@ def analyse(
         result.facade_killed_in_flight = kill.in_flight
     if isinstance(p.driver, FacadeDriver):
         result.handover = summarize_handover(
-            p.driver.records, p.recorder.sandboxes, p.claims, p.live
-        )
+            p.driver.records, p.recorder.sandboxes, p.held.claims, p.held.live,
+            p.held.not_ready,
+        )  # fmt: skip
     result.checks = _checks(s, result)
     if result.handover is not None:
         result.checks += handover_checks(result.handover)

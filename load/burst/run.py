@@ -196,11 +196,11 @@ async def _sandman_phase(
         at_ready = await metrics.read()
         placement = await census(admin, ns, selector) if s.classes else None
         facade = None if s.direct else await facade_counters(_live_facades(stack))
-        claims, live = await run_sandboxes(admin, ns, owner)
+        held_by = await run_sandboxes(admin, ns, owner)
         say("releasing every sandbox of the run (one request)")
         start = time.monotonic()
         await driver.release()
-        held = {pod for pods in claims.values() for pod in pods}
+        held = {pod for pods in held_by.claims.values() for pod in pods}
         await _wait_gone(recorder, pool, held, s.sandboxes, s.release_timeout_s)
         release_s = time.monotonic() - start
         left = await count_pods(admin, ns, selector)
@@ -211,7 +211,7 @@ async def _sandman_phase(
         await recorder.stop()
     return SandmanPhase(
         recorder, driver, before, after, left, release_s, cpu, cpu_wall, placement,
-        kills.leader.killed_at, facade, at_ready, pool, kills.facade, claims, live,
+        kills.leader.killed_at, facade, at_ready, pool, kills.facade, held_by,
     )  # fmt: skip
 
 

@@ -73,9 +73,14 @@ def test_typed_errors_are_counted_not_lost_and_a_request_without_answer_is_not_a
     assert not ok["requests answered"] and not ok["sandboxes lost"]
 
 
-def test_answered_but_never_ready_is_lost() -> None:
-    h = summarize_handover([_record(0, ["sb-a", "sb-b"], answered=0.1)], _rows(["sb-a"]), {}, ())
-    assert (h.answered_ids, h.ready, h.lost) == (2, 1, 1)
+def test_answered_but_never_ready_is_lost_and_its_pod_state_said() -> None:
+    records = [_record(0, ["sb-a", "sb-b", "sb-c"], answered=0.1)]
+    live = {"sb-a", "sb-b"}
+    h = summarize_handover(records, _rows(["sb-a"]), {}, live, {"sb-b": "Unschedulable"})
+    assert (h.answered_ids, h.ready, h.lost) == (3, 1, 2)
+    assert h.not_ready == {"Unschedulable": 1, "gone": 1}  # sb-c: no pod any more
+    lost = next(c for c in handover_checks(h) if c.name.startswith("sandboxes lost"))
+    assert not lost.ok and "Unschedulable 1" in lost.value
 
 
 def test_a_retry_that_answered_other_sandboxes_leaves_orphans() -> None:
