@@ -46,7 +46,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="manifests: apply manifests/access/flowcontrol.yaml (binds in their "
                    "own level); needs --profile paper-burst-apf")  # fmt: skip
     p.add_argument("--kill-leader-at", type=float, metavar="FRACTION",
-                   help="two controllers; SIGKILL the leader at this fraction bound")  # fmt: skip
+                   help="two controllers; SIGKILL the leader at this fraction bound (with "
+                   "--announce: of the sandboxes answered)")  # fmt: skip
+    p.add_argument("--kill-facade-at", type=float, metavar="FRACTION",
+                   help="two facade replicas; SIGKILL one at this fraction of the requests "
+                   "answered (requests spread over both, moved on a lost connection)")  # fmt: skip
     p.add_argument("--no-pacer", action="store_true",
                    help="facade, controller at fixed --client-qps (no pacing)")  # fmt: skip
     p.add_argument("--batch", type=int, default=d.batch, help="sandboxes per facade request")
@@ -127,6 +131,7 @@ def _settings(
         creation=a.creation,
         apf=a.apf,
         kill_leader_at=a.kill_leader_at,
+        kill_facade_at=a.kill_facade_at,
         batch=a.batch,
         pacer=not a.no_pacer,
         baseline_sample=a.baseline_sample,

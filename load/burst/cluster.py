@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import ssl
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,18 @@ import aiohttp
 import yaml
 
 from kube import PODS, KubeClient
+from kube.contract import LABEL_OWNER, LABEL_SANDBOX
+from kube.pool_contract import LABEL_POOL, SANDBOX_CLAIMS
 from load.burst.analysis import ApiCounters, parse_metrics, parse_samples
 
-__all__ = ["FACADE_COUNTERS", "MetricsReader", "count_pods", "facade_counters"]
+__all__ = [
+    "FACADE_COUNTERS",
+    "MetricsReader",
+    "RunSandboxes",
+    "count_pods",
+    "facade_counters",
+    "run_sandboxes",
+]
 
 
 class MetricsReader:
@@ -58,6 +68,56 @@ class MetricsReader:
 async def count_pods(client: KubeClient, namespace: str, label_selector: str) -> int:
     listing = await client.list(PODS, namespace, label_selector=label_selector)
     return len(listing.get("items") or [])
+
+
+@dataclass(frozen=True, slots=True)
+class RunSandboxes:
+    """What the cluster holds of a run once its burst is over (before the release)."""
+
+    #: The run's SandboxClaims: name -> the pool pods each holds.
+    claims: dict[str, list[str]] = field(default_factory=dict)
+    #: The run's live sandboxes by id: pods with its owner label, pool pods its claims hold.
+    live: set[str] = field(default_factory=set)
+    #: Of those, the ones not Ready: id -> why (the PodScheduled reason, else the phase).
+    not_ready: dict[str, str] = field(default_factory=dict)
+
+
+async def run_sandboxes(client: KubeClient, namespace: str, owner: str) -> RunSandboxes:
+    """The run's SandboxClaims (those whose owner is ``owner``) and its live sandboxes, for
+    the hand-over checks (load/burst/handover.py): listed once the burst is over, before
+    the release. A pod being deleted is not live."""
+    listing = await client.list(SANDBOX_CLAIMS, namespace)
+    claims = {
+        c["metadata"]["name"]: list(c["spec"].get("pods") or [])
+        for c in listing.get("items") or []
+        if (c.get("spec") or {}).get("owner") == owner
+    }
+    held = {pod for pods in claims.values() for pod in pods}
+    owned = await client.list(PODS, namespace, label_selector=f"{LABEL_OWNER}={owner}")
+    pooled = await client.list(PODS, namespace, label_selector=LABEL_POOL) if held else {}
+    out = RunSandboxes(claims)
+    for pod in (*(owned.get("items") or []), *(pooled.get("items") or [])):
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        if meta.get("deletionTimestamp") or (LABEL_POOL in labels and meta["name"] not in held):
+            continue
+        sid = labels.get(LABEL_SANDBOX) or meta["name"]
+        out.live.add(sid)
+        why = _not_ready(pod.get("status") or {})
+        if why:
+            out.not_ready[sid] = why
+    return out
+
+
+def _not_ready(status: dict[str, Any]) -> str:
+    """ "" for a Ready pod; else its PodScheduled reason (e.g. Unschedulable) or its phase."""
+    conditions = {c.get("type"): c for c in status.get("conditions") or ()}
+    if (conditions.get("Ready") or {}).get("status") == "True":
+        return ""
+    scheduled = conditions.get("PodScheduled") or {}
+    if scheduled.get("status") == "False":
+        return str(scheduled.get("reason") or "not scheduled")
+    return str(status.get("phase") or "Pending")
 
 
 #: The facades' own counters of how each pod was created (the API server cannot tell a

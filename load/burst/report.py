@@ -15,6 +15,7 @@ from pathlib import Path
 from load.burst.analysis import MILESTONES, Check, SandboxTimes, StageStats, count_series
 from load.burst.announce_results import AnnounceResult, announce_markdown
 from load.burst.classes import Placement
+from load.burst.handover import Handover, handover_markdown
 
 __all__ = ["BaselineResult", "BurstResult", "write_csv", "write_markdown", "write_plot"]
 
@@ -68,6 +69,12 @@ class BurstResult:
     #: Sandman's stored writes from the first request to every sandbox Ready, per sandbox
     #: (the release's deletes and the reviews not counted)
     burst_writes_per_sandbox: float = math.nan
+    #: --kill-facade-at: when (the run's clock), which replica, its requests in flight then
+    facade_killed_at_s: float = math.nan
+    facade_killed: str = ""
+    facade_killed_in_flight: int = 0
+    #: Every request's answers held to "0 handed twice, 0 lost" (load/burst/handover.py)
+    handover: Handover | None = None
 
     @property
     def ready(self) -> int:
@@ -119,6 +126,14 @@ def write_markdown(r: BurstResult, path: Path) -> str:
             if not math.isnan(r.leader_killed_at_s)
             else []
         ),
+        *(
+            [
+                f"| facade replica SIGKILLed at ({r.facade_killed}; requests in flight on it) "
+                f"| {_f(r.facade_killed_at_s, 2)} s ({r.facade_killed_in_flight:,}) |"
+            ]
+            if r.facade_killed
+            else []
+        ),
         "| CPU seconds, first request → all Ready | "
         + ", ".join(f"{k} {v:.1f}" for k, v in r.cpu_s.items())
         + " |",
@@ -157,6 +172,8 @@ def write_markdown(r: BurstResult, path: Path) -> str:
         lines += [f"- {k}: {v:,.0f}" for k, v in sorted(r.dispatched_by_level.items()) if v]
     if r.announce is not None:
         lines += announce_markdown(r.announce)
+    if r.handover is not None:
+        lines += handover_markdown(r.handover)
     if r.checks:
         lines += ["", "| check | target | value | |", "|---|---|---|---|"]
         lines += [

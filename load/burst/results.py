@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from load.burst import analysis as an
 from load.burst import apf
@@ -20,7 +20,10 @@ from load.burst.announce import Pool
 from load.burst.announce_results import AnnounceResult, announce_checks, summarize
 from load.burst.baseline import BUCKET_BURST
 from load.burst.classes import Placement
-from load.burst.driver import Driver
+from load.burst.cluster import RunSandboxes
+from load.burst.driver import Driver, FacadeDriver
+from load.burst.handover import handover_checks, summarize_handover
+from load.burst.kills import FacadeKiller
 from load.burst.recorder import PodRecorder
 from load.burst.report import BaselineResult, BurstResult
 from load.burst.settings import BurstSettings, ProfileBudget
@@ -46,6 +49,11 @@ class SandmanPhase:
     facade: dict[str, float] | None = None
     at_ready: an.ApiCounters | None = None  # the counters once every request was Ready
     pool: Pool | None = None  # --announce: the pool's watch and fill
+    #: --kill-facade-at: the kill (its time, the replica, requests in flight on it).
+    facade_kill: FacadeKiller | None = None
+    #: The run's SandboxClaims and live sandboxes once the burst was over
+    #: (cluster.run_sandboxes): the hand-over checks' side of the cluster.
+    held: RunSandboxes = field(default_factory=RunSandboxes)
 
 
 def describe_mode(s: BurstSettings) -> str:
@@ -53,7 +61,13 @@ def describe_mode(s: BurstSettings) -> str:
     if s.announce:
         fault += f"; {s.announce_fraction:.0%} announced ahead (prepare, sandboxes=True)"
     if s.kill_leader_at is not None:
-        fault += f"; leader SIGKILLed at {s.kill_leader_at:.0%} bound, a warm standby"
+        of = "of the sandboxes answered" if s.announce else "bound"
+        fault += f"; leader SIGKILLed at {s.kill_leader_at:.0%} {of}, a warm standby"
+    if s.kill_facade_at is not None:
+        fault += (
+            f"; a facade replica (of 2) SIGKILLed at {s.kill_facade_at:.0%} of the requests "
+            "answered, its requests moved to the other (same Idempotency-Key)"
+        )
     if s.direct:
         return "direct: pods created through the Kubernetes API, no facade" + fault
     pacing = "" if s.pacer else ", fixed client rates (--no-pacer)"
@@ -151,9 +165,21 @@ def analyse(
         last = max(last, p.killed_at)  # nothing bound after the kill: no stall to measure
         result.leader_killed_at_s = p.killed_at
         result.longest_stall_s = an.longest_stall_s(bound, p.killed_at, last)
+    kill = p.facade_kill
+    if kill is not None and kill.killed_at is not None:
+        result.facade_killed_at_s, result.facade_killed = kill.killed_at, kill.killed
+        result.facade_killed_in_flight = kill.in_flight
+    if isinstance(p.driver, FacadeDriver):
+        result.handover = summarize_handover(
+            p.driver.records, p.recorder.sandboxes, p.held.claims, p.held.live,
+            p.held.not_ready,
+        )  # fmt: skip
     result.checks = _checks(s, result)
+    if result.handover is not None:
+        result.checks += handover_checks(result.handover)
     if announced is not None:
-        announced.checks = announce_checks(s.thresholds, announced)
+        faulted = s.kill_leader_at is not None or s.kill_facade_at is not None
+        announced.checks = announce_checks(s.thresholds, announced, faulted)
         result.checks += announced.checks
     return result
 
@@ -219,6 +245,13 @@ def _notes(s: BurstSettings, b: ProfileBudget, m: an.BudgetModel) -> list[str]:
         "apiserver_request_total; the kubelets' status writes and final deletes are node "
         "traffic in their own priority level and not counted.",
     ]
+    if s.kill_facade_at is not None:
+        notes.append(
+            "Facade kill: the facades' own counters (pod creates, placements, pool claims) "
+            "are the surviving replica's, scraped before the release; the killed one's died "
+            "with it. The hand-over figures are every request's answers, whichever replica "
+            "gave them, and the cluster's SandboxClaims."
+        )
     if s.apf == "manifests":
         notes.append(
             "APF: manifests/access/flowcontrol.yaml applied; the budget above is the sum of "
@@ -276,6 +309,17 @@ def _checks(s: BurstSettings, r: BurstResult) -> list[Check]:
                 wrong == 0 and unbound == 0,
             )
         )
+    if s.kill_facade_at is not None:
+        out.append(
+            Check(
+                "a facade replica SIGKILLed during the burst",
+                f"at {s.kill_facade_at:.0%} of the requests answered",
+                r.facade_killed or "not killed",
+                bool(r.facade_killed),
+            )
+        )
+    if s.kill_leader_at is not None and math.isnan(r.leader_killed_at_s):
+        out.append(Check("the leader SIGKILLed during the burst", "killed", "not killed", False))
     if not math.isnan(r.longest_stall_s):
         out.append(
             Check(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import time
 from collections.abc import Callable
 
@@ -19,7 +18,7 @@ import aiohttp
 import psutil
 
 from devstack.stack import Stack, StackSettings
-from kube import ClientSettings, KubeClient, Timeouts
+from kube import PODS, ClientSettings, KubeClient, Timeouts
 from kube.contract import LABEL_OWNER
 from kube.placement import PLACEMENT_PATH
 from kube.pool_contract import LABEL_POOL
@@ -27,8 +26,9 @@ from load.burst import apf
 from load.burst.announce import Pool, fill_pool, pool_controller_args, stop_pool
 from load.burst.baseline import SCHEDULER_NAME as BASELINE_SCHEDULER
 from load.burst.classes import census, class_sequence
-from load.burst.cluster import MetricsReader, count_pods, facade_counters
+from load.burst.cluster import MetricsReader, count_pods, facade_counters, run_sandboxes
 from load.burst.driver import DirectDriver, Driver, FacadeDriver
+from load.burst.kills import FacadeKiller, LeaderKiller
 from load.burst.progress import Progress
 from load.burst.recorder import PodRecorder
 from load.burst.report import BaselineResult, BurstResult
@@ -64,7 +64,7 @@ def _stack_settings(s: BurstSettings) -> StackSettings:
         simcluster_overrides=(*s.overrides, *_announce_overrides(s)),
         preloaded_images=(s.image,),
         controller_args=(*controller, *fixed, *progress, *pools, *s.controller_args),
-        facade_replicas=0 if s.direct else 1,
+        facade_replicas=0 if s.direct else 1 if s.kill_facade_at is None else 2,
         facade_args=("--creation", s.creation, *fixed),
         controller_replicas=1 if s.kill_leader_at is None else 2,
         election_args=(),  # the controller's own defaults (controller/leader.py)
@@ -140,7 +140,7 @@ async def run_burst(s: BurstSettings, say: Say) -> BurstResult:
             else:
                 driver = FacadeDriver(
                     stack.url, stack.token, owner, s.image, s.batch,
-                    classes=class_sequence(s.classes),
+                    classes=class_sequence(s.classes), replicas=tuple(stack.urls),
                 )  # fmt: skip
             pool: Pool | None = None
             try:
@@ -185,32 +185,70 @@ async def _sandman_phase(
         before = await metrics.read()
         say(f"firing {s.sandboxes:,} sandbox requests within {s.window_s:g} s ({describe_mode(s)})")
         cpu_before, cpu_from = _cpu_seconds(stack), time.monotonic()
-        killer = _LeaderKiller(stack, s.kill_leader_at, s.sandboxes, say)
+        kills = _Kills(s, stack, driver, recorder, say)
         if not s.direct and s.creation == "pre-placed":
             await _wait_placing(stack)
-        await killer.find_leader()
-        await _burst(s, recorder, driver, s.sandboxes, s.ready_timeout_s, killer, pool)
+        await kills.leader.find_leader()
+        poll = None if s.announce else kills.leader  # announced: on the answers (_Kills)
+        await _burst(s, recorder, driver, s.sandboxes, s.ready_timeout_s, poll, pool)
         cpu = {k: v - cpu_before.get(k, 0.0) for k, v in _cpu_seconds(stack).items()}
         cpu_wall = time.monotonic() - cpu_from
         at_ready = await metrics.read()
         placement = await census(admin, ns, selector) if s.classes else None
-        facade = None if s.direct else await facade_counters(stack.urls)
+        facade = None if s.direct else await facade_counters(_live_facades(stack))
+        held_by = await run_sandboxes(admin, ns, owner)
         say("releasing every sandbox of the run (one request)")
         start = time.monotonic()
         await driver.release()
-        watches = [recorder] if pool is None else [recorder, pool.recorder]
-        await _wait_gone(watches, s.sandboxes, s.release_timeout_s)
+        held = {pod for pods in held_by.claims.values() for pod in pods}
+        await _wait_gone(recorder, pool, held, s.sandboxes, s.release_timeout_s)
         release_s = time.monotonic() - start
         left = await count_pods(admin, ns, selector)
         if pool is not None:
-            left += await count_pods(admin, ns, LABEL_POOL)
+            left += len(await _live_pool_pods(admin, ns) & held)
         after = await metrics.read()
     finally:
         await recorder.stop()
     return SandmanPhase(
         recorder, driver, before, after, left, release_s, cpu, cpu_wall, placement,
-        killer.killed_at, facade, at_ready, pool,
+        kills.leader.killed_at, facade, at_ready, pool, kills.facade, held_by,
     )  # fmt: skip
+
+
+class _Kills:
+    """The run's two kills (load/burst/kills.py), the facade's and, in an announced burst,
+    the leader's timed on the driver's answers: hooked onto the driver here."""
+
+    def __init__(
+        self, s: BurstSettings, stack: Stack, driver: Driver, recorder: PodRecorder, say: Say
+    ) -> None:
+        unit = "sandboxes answered" if s.announce else "bound"
+        self.leader = LeaderKiller(stack, s.kill_leader_at, s.sandboxes, say, unit)
+        self.facade: FacadeKiller | None = None
+        if not isinstance(driver, FacadeDriver):
+            return
+        requests = -(-s.sandboxes // driver.batch)
+        self.facade = FacadeKiller(stack, s.kill_facade_at, requests, say, driver)
+        announce, facade = s.announce, self.facade
+
+        async def answered() -> None:
+            now = recorder.now()
+            await facade.check(driver.answered, now)
+            if announce:
+                await self.leader.check(driver.stats.created, now)
+
+        driver.on_answer = answered
+
+
+def _live_facades(stack: Stack) -> list[str]:
+    """The URLs of the facade replicas still running (a killed one has no counters)."""
+    names = stack.facades()
+    return [u for u, name in zip(stack.urls, names, strict=True) if name in stack.processes]
+
+
+async def _live_pool_pods(admin: KubeClient, ns: str) -> set[str]:
+    listing = await admin.list(PODS, ns, label_selector=LABEL_POOL)
+    return {p["metadata"]["name"] for p in listing.get("items") or []}
 
 
 def _cpu_seconds(stack: Stack) -> dict[str, float]:
@@ -241,38 +279,13 @@ async def _wait_placing(stack: Stack, timeout_s: float = 30.0) -> None:
     raise RuntimeError(f"no controller served placements within {timeout_s:g} s")
 
 
-class _LeaderKiller:
-    """SIGKILLs the leading controller once ``fraction`` of the sandboxes is bound."""
-
-    def __init__(self, stack: Stack, fraction: float | None, n: int, say: Say) -> None:
-        self.stack, self.say = stack, say
-        self.at = None if fraction is None else math.ceil(fraction * n)
-        self.killed_at: float | None = None
-        self.leader = ""
-
-    async def find_leader(self) -> None:
-        """Before the burst: who to kill, so the kill itself is not late."""
-        if self.at is not None:
-            self.leader = await self.stack.leader()
-            if not self.leader:
-                raise RuntimeError("no controller holds the leader Lease")
-
-    async def check(self, bound: int, now: float) -> None:
-        if self.at is None or self.killed_at is not None or bound < self.at:
-            return
-        leader = self.leader
-        await self.stack.kill(leader)
-        self.killed_at = now
-        self.say(f"SIGKILLed the leader ({leader}) at {bound:,} bound, t = {now:.1f} s")
-
-
 async def _burst(
     s: BurstSettings,
     recorder: PodRecorder,
     driver: Driver,
     n: int,
     timeout_s: float,
-    killer: _LeaderKiller | None = None,
+    killer: LeaderKiller | None = None,
     pool: Pool | None = None,
 ) -> None:
     """Fire ``n`` requests and wait until all are Ready (or failed, or the timeout); with a
@@ -311,13 +324,17 @@ async def _burst(
         raise RuntimeError(f"firing requests failed: {error!r}") from error
 
 
-async def _wait_gone(recorders: list[PodRecorder], n: int, timeout_s: float) -> None:
-    """Until none of the watches shows a live pod (or the timeout)."""
+async def _wait_gone(
+    recorder: PodRecorder, pool: Pool | None, held: set[str], n: int, timeout_s: float
+) -> None:
+    """Until the watches show none of the run's pods live: its own and the pool pods its
+    claims hold (unclaimed pool pods are the announcement's, deleted with it), or the
+    timeout."""
     bar = Progress("released", n)
     deadline = time.monotonic() + timeout_s
 
     def live() -> int:
-        return sum(len(r.live) for r in recorders)
+        return len(recorder.live) + (len(pool.recorder.live & held) if pool else 0)
 
     while live() and time.monotonic() < deadline:
         bar.update(n - live())
@@ -352,7 +369,7 @@ async def _baseline_phase(
     try:
         await _burst(s, recorder, driver, sample, s.ready_timeout_s)
         await driver.release()
-        await _wait_gone([recorder], sample, s.release_timeout_s)
+        await _wait_gone(recorder, None, set(), sample, s.release_timeout_s)
     finally:
         await recorder.stop()
         stack.processes.pop("baseline", None)

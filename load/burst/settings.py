@@ -59,6 +59,10 @@ class BurstSettings:
     #: SIGKILL the leading controller (of two, a warm standby) once this fraction of the
     #: sandboxes is bound; None: one controller, no fault.
     kill_leader_at: float | None = None
+    #: SIGKILL a facade replica (of two) once this fraction of the requests is answered;
+    #: the driver moves a request whose replica died to the other, same Idempotency-Key
+    #: (load/burst/kills.py); None: one facade, no fault.
+    kill_facade_at: float | None = None
     batch: int = 100  # sandboxes per facade request (1: POST /v1/sandboxes)
     baseline_sample: int = 1_000  # pods for the one-at-a-time binder; 0: skip it
     ready_timeout_s: float = 900.0
@@ -101,8 +105,12 @@ class BurstSettings:
             raise ValueError("creation must be pre-placed or binder")
         if self.apf not in ("shared", "manifests"):
             raise ValueError("apf must be shared or manifests")
-        if self.kill_leader_at is not None and not 0 < self.kill_leader_at < 1:
-            raise ValueError("kill_leader_at must be a fraction in (0, 1)")
+        for name in ("kill_leader_at", "kill_facade_at"):
+            at = getattr(self, name)
+            if at is not None and not 0 < at < 1:
+                raise ValueError(f"{name} must be a fraction in (0, 1)")
+        if self.kill_facade_at is not None and self.direct:
+            raise ValueError("--kill-facade-at needs the facade (not --direct)")
         if self.announce and (self.direct or self.classes or self.creation != "pre-placed"):
             raise ValueError("--announce needs the facade, pre-placed creation, one class")
         if not 0 < self.announce_fraction <= 1:
