@@ -38,7 +38,7 @@ from .errors import DaemonError
 from .http_connection import Channel, ConnectionLimits, Request, Response
 from .port_paths import PortPathError, port_target
 
-__all__ = ["PortForwarder", "is_port_request"]
+__all__ = ["PREFIX", "PortForwarder", "is_port_request"]
 
 READ_CHUNK = 64 * 1024
 #: Never passed to the sandbox's server: the daemon's credential and this hop's own headers.
@@ -58,9 +58,14 @@ DROPPED = frozenset(
 WILDCARDS = ("", "0.0.0.0", "::", "127.0.0.1", "localhost")
 
 
+#: The raw request-target prefix of a forwarded port (simcluster's stand-in daemon answers
+#: the same prefix, held to this one by tests/integration/test_stand_in_conformance.py).
+PREFIX = b"/v1/ports/"
+
+
 def is_port_request(request: Request) -> bool:
     """A request for a forwarded port (decided on the raw target, never the decoded path)."""
-    return request.event is not None and bytes(request.event.target).startswith(b"/v1/ports/")
+    return request.event is not None and bytes(request.event.target).startswith(PREFIX)
 
 
 @dataclass(slots=True)

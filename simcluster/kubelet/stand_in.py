@@ -51,6 +51,7 @@ __all__ = [
     "ENV_POOLED",
     "ENV_TOKEN",
     "ENV_VERIFIER",
+    "PORTS_PREFIX",
     "REASON_STATUS",
     "StandInDaemon",
     "StandInRuntime",
@@ -90,6 +91,9 @@ DAEMON_ROUTES: tuple[tuple[str, str], ...] = (
     ("GET", "/v1/files/archive"),
     ("PUT", "/v1/files/archive"),
 )
+#: The daemon's forwarded ports (daemon/sandbox/ports.py), matched by prefix before its
+#: route table: not simulated either (nothing listens inside a virtual pod).
+PORTS_PREFIX = "/v1/ports/"
 _PATTERNS = tuple(
     (method, re.compile("^" + re.sub(r"\{\w+\}", "[^/]+", path) + "$"))
     for method, path in DAEMON_ROUTES
@@ -221,6 +225,8 @@ class StandInDaemon:
 
 
 def _resolve(method: str, path: str) -> None:
+    if path.startswith(PORTS_PREFIX):
+        return  # any method: the daemon forwards it to a port inside the sandbox
     allowed = False
     for route_method, pattern in _PATTERNS:
         if pattern.match(path):

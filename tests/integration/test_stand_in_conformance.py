@@ -37,6 +37,7 @@ def _conversation(pool: str) -> list[Step]:
         ("POST", "/v1/exec", "wrong-token-0123456789", EXEC),
         ("POST", "/v1/exec", pool, EXEC),
         ("GET", "/no/such/path", pool, None),
+        ("GET", "/v1/ports/8080/index.html", pool, None),
         ("GET", "/v1/claim", pool, None),
         ("POST", "/v1/claim", "wrong-token-0123456789", good),
         ("POST", "/v1/claim", pool, b"{not json"),
@@ -117,6 +118,8 @@ async def test_the_stand_in_answers_a_claim_conversation_as_the_daemon_does(
     async for url in _stand_in(env):
         await _answers(url, steps)
         assert await _answers(url, exec_after) == [(501, "not_simulated", None)]
+        port_after = [("POST", "/v1/ports/8080/x", CLAIM_TOKEN, b"")]
+        assert await _answers(url, port_after) == [(501, "not_simulated", None)]
 
 
 @pytest.mark.anyio
