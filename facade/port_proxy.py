@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
@@ -36,9 +35,7 @@ from daemon.sandbox.port_paths import PORTS_PREFIX, PortTarget
 from sandman.wire.errors import REASON_HEADER, Reason, reason_named
 
 from .errors import FacadeError
-
-if TYPE_CHECKING:
-    from .proxy import ProxyLimits
+from .proxy_limits import ProxyLimits
 
 __all__ = ["PortProxy", "is_upgrade"]
 

@@ -15,18 +15,16 @@ a rotated facade secret). Errors the daemon answers itself pass through unchange
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
 
 from daemon.sandbox.layout import DAEMON_PORT
-from sandman.base.settings import setting
 from sandman.wire.errors import Reason
-from sandman.wire.keepalive import POOLED_IDLE_S
 
 from .errors import FacadeError
 from .port_proxy import PortProxy
+from .proxy_limits import ProxyLimits
 
 __all__ = ["DaemonProxy", "ProxyLimits"]
 
@@ -45,27 +43,6 @@ HOP_HEADERS = frozenset(
         "content-length",
     }
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyLimits:
-    connect_timeout_s: float = setting(2.0, help="connecting to a sandbox's daemon")
-    request_timeout_s: float = setting(
-        3600.0,
-        help="upper bound of one proxied call; exec timeouts are enforced inside the daemon",
-    )
-    per_pod_connections: int = setting(8, help="connections kept to one sandbox's daemon")
-    total_connections: int = setting(8192, help="connections to daemons, all sandboxes together")
-    keepalive_s: float = setting(
-        POOLED_IDLE_S,
-        help="an idle pooled connection to a daemon is closed after this: shorter than the "
-        "daemon's keep-alive timeout, so this end lets go first",
-    )
-    websocket_message_bytes: int = setting(
-        16 << 20,
-        help="largest WebSocket message relayed through a forwarded port, either way "
-        "(facade/port_proxy.py); a larger one closes the connection (1009)",
-    )
 
 
 class DaemonProxy:
