@@ -147,6 +147,8 @@ class ResourceType:
                 verbs = ["update"]
             elif sub == "log":
                 verbs = ["get"]
+            elif sub in ("exec", "attach"):  # streams.py serves them (WebSocket upgrades)
+                kind, verbs = f"Pod{sub.capitalize()}Options", ["create", "get"]
             out.append(_sub(self, sub, kind, verbs, None, None))
         return out
 

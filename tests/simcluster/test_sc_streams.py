@@ -345,3 +345,17 @@ def test_exec_needs_create_on_pods_exec(tmp_path: Path) -> None:
             admin.run("apply", "-f", "-", stdin=_role("exec-create", "create", "x"))
             r = sa.run("exec", "v", "--", "true", check=False)
             assert "nothing runs there" in r.stderr  # authorized: the node answers
+
+
+def test_discovery_lists_exec_and_attach_as_upstream_does(tmp_path: Path) -> None:
+    """``kubectl api-resources``' and the clients' view: ``pods/exec`` and ``pods/attach``
+    with upstream's kinds and verbs (a WebSocket upgrade is a GET, checked as ``create``)."""
+    with (
+        EmbeddedCluster(ClusterSettings(nodes=1), workdir=tmp_path) as cluster,
+        config.new_client_from_config(config_file=str(cluster.kubeconfig)) as ac,
+    ):
+        listed = client.CoreV1Api(ac).get_api_resources().resources
+        subs = {r.name: (r.kind, sorted(r.verbs)) for r in listed if r.name.startswith("pods/")}
+        assert subs["pods/exec"] == ("PodExecOptions", ["create", "get"])
+        assert subs["pods/attach"] == ("PodAttachOptions", ["create", "get"])
+        assert "pods/portforward" not in subs  # not served (docs/simcluster.md)
