@@ -37,7 +37,7 @@ from sandman.wire.errors import REASON_HEADER, Reason, reason_named
 from .errors import FacadeError
 from .proxy_limits import ProxyLimits
 
-__all__ = ["PortProxy", "is_upgrade"]
+__all__ = ["HOP_HEADERS", "PortProxy", "is_upgrade"]
 
 #: Never sent on: this hop's own headers and the caller's credential (the daemon's replaces it).
 HOP_HEADERS = frozenset(

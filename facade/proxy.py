@@ -23,26 +23,15 @@ from daemon.sandbox.layout import DAEMON_PORT
 from sandman.wire.errors import Reason
 
 from .errors import FacadeError
+from .port_proxy import HOP_HEADERS as PORT_HOP_HEADERS
 from .port_proxy import PortProxy
 from .proxy_limits import ProxyLimits
 
 __all__ = ["DaemonProxy", "ProxyLimits"]
 
-HOP_HEADERS = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "transfer-encoding",
-        "te",
-        "trailer",
-        "upgrade",
-        "proxy-authorization",
-        "proxy-authenticate",
-        "host",
-        "authorization",
-        "content-length",
-    }
-)
+#: Not passed on to the daemon nor back: the hop's own headers and the caller's credential
+#: (one list with the forwarded ports'), and the length aiohttp writes again.
+HOP_HEADERS = PORT_HOP_HEADERS | {"content-length"}
 
 
 class DaemonProxy:

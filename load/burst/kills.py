@@ -18,6 +18,7 @@ The facade replica killed is the one with the most requests in flight at that mo
 
 from __future__ import annotations
 
+import abc
 import math
 from collections.abc import Callable
 
@@ -29,7 +30,7 @@ __all__ = ["FacadeKiller", "LeaderKiller"]
 Say = Callable[[str], None]
 
 
-class _Kill:
+class _Kill(abc.ABC):
     """SIGKILL one stack process once a count reaches ``at`` (never: ``at`` None)."""
 
     what = "process"
@@ -56,8 +57,9 @@ class _Kill:
             f"t = {now:.2f} s"
         )
 
+    @abc.abstractmethod
     def victim(self) -> str:
-        raise NotImplementedError
+        """The stack process to kill now."""
 
     def detail(self) -> str:
         return ""

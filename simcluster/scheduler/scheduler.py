@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from typing import Any
 
@@ -32,8 +31,9 @@ from simcluster.scheduler.cache import ClusterCache, Obj, pod_info
 from simcluster.scheduler.framework import decide
 from simcluster.scheduler.queue import PodKey, SchedulingQueue
 from simcluster.scheduler.settings import DEFAULT_SCHEDULER_NAME, SchedulerSettings
+from simcluster.token_bucket import TokenBucket
 
-__all__ = ["SCHEDULER_USER", "DefaultScheduler", "TokenBucket"]
+__all__ = ["SCHEDULER_USER", "DefaultScheduler"]
 
 log = logging.getLogger(__name__)
 
@@ -41,24 +41,6 @@ log = logging.getLogger(__name__)
 SCHEDULER_USER = User("system:kube-scheduler", ())
 _INSTANCE = f"{DEFAULT_SCHEDULER_NAME}-simcluster"
 GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
-
-
-class TokenBucket:
-    """``rate`` tokens a second, at most ``burst`` saved; ``rate`` <= 0: no limit."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate, self.burst = rate, max(float(burst), 1.0)
-        self._tokens, self._stamp = self.burst, time.monotonic()
-
-    async def take(self) -> None:
-        if self.rate <= 0:
-            return
-        now = time.monotonic()
-        self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-        self._stamp = now
-        self._tokens -= 1.0
-        if self._tokens < 0:  # waiting for the token is what the limit is
-            await asyncio.sleep(-self._tokens / self.rate)
 
 
 class DefaultScheduler:
